@@ -1,0 +1,1 @@
+"""Network definitions as Flax linen modules, one family per file; `nets_factory` is the door."""

@@ -1,0 +1,246 @@
+"""ResNet family.
+
+- ResNet v1.5: He et al. 2015, "Deep Residual Learning for Image Recognition" (arXiv:1512.03385),
+  with the stride on the bottleneck's 3x3 convolution and the last BatchNorm scale of each block
+  initialised to zero, exactly as the Flax ImageNet example builds it. Module names follow that
+  example (`conv_init`, `bn_init`, `ResNetBlock_N`/`BottleneckResNetBlock_N`, `Dense_0`), so its
+  checkpoints restore into ours.
+- ResNet v2: He et al. 2016, "Identity Mappings in Deep Residual Networks" (arXiv:1603.05027), as
+  TF-Slim's `resnet_v2` builds it: a biased stem convolution without BatchNorm, pre-activation
+  bottlenecks, and a final BatchNorm + ReLU before pooling.
+- CIFAR ResNets: 1512.03385 section 4.2 (3x3 stem, 16/32/64 filters, option-A identity shortcuts).
+- Wide ResNet-50-2: Zagoruyko & Komodakis 2016 (arXiv:1605.07146), torchvision's layout.
+- ResNeXt: Xie et al. 2017, "Aggregated Residual Transformations" (arXiv:1611.05431).
+"""
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from nets.layers import Conv
+
+ModuleDef = Any
+
+
+class ResNetBlock(nn.Module):
+    """Basic block: two 3x3 convolutions; `filters` output channels."""
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+    # False: He et al.'s option A for CIFAR (subsample and zero-pad channels; no parameters).
+    projection_shortcut: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        residual = x
+        y = self.conv(self.filters, (3, 3), self.strides)(x)
+        y = self.norm()(y)
+        y = self.act(y)
+        y = self.conv(self.filters, (3, 3))(y)
+        y = self.norm(scale_init=nn.initializers.zeros_init())(y)
+        if residual.shape != y.shape:
+            residual = self._shortcut(residual)
+        return self.act(residual + y)
+
+    def _shortcut(self, x):
+        if self.projection_shortcut:
+            x = self.conv(self.filters, (1, 1), self.strides, name="conv_proj")(x)
+            return self.norm(name="norm_proj")(x)
+        x = x[:, :: self.strides[0], :: self.strides[1], :]
+        return jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, self.filters - x.shape[-1])))
+
+
+class BottleneckResNetBlock(nn.Module):
+    """1x1 -> 3x3 (strided, optionally grouped) -> 1x1 with `4 * filters` output channels.
+
+    The inner width is `filters * width_per_group / 64 * groups`, torchvision's formula: 64 and 1
+    give ResNet, 128 gives Wide ResNet-*-2, `groups=32, width_per_group=4` gives ResNeXt-32x4d.
+    """
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+    groups: int = 1
+    width_per_group: int = 64
+
+    @nn.compact
+    def __call__(self, x):
+        width = self.filters * self.width_per_group // 64 * self.groups
+        residual = x
+        y = self.conv(width, (1, 1))(x)
+        y = self.norm()(y)
+        y = self.act(y)
+        y = self.conv(width, (3, 3), self.strides, feature_group_count=self.groups)(y)
+        y = self.norm()(y)
+        y = self.act(y)
+        y = self.conv(self.filters * 4, (1, 1))(y)
+        y = self.norm(scale_init=nn.initializers.zeros_init())(y)
+        if residual.shape != y.shape:
+            residual = self.conv(self.filters * 4, (1, 1), self.strides, name="conv_proj")(residual)
+            residual = self.norm(name="norm_proj")(residual)
+        return self.act(residual + y)
+
+
+class PreActBottleneckBlock(nn.Module):
+    """Pre-activation bottleneck (ResNet v2): BN-ReLU before each convolution, clean identity path.
+
+    As in Slim, the shortcut projection (when shapes change) reads the pre-activated input, and the
+    last 1x1 convolution carries a bias instead of a BatchNorm.
+    """
+
+    pre_activation: ClassVar[bool] = True
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+
+    @nn.compact
+    def __call__(self, x):
+        preact = self.act(self.norm(name="preact")(x))
+        shortcut = x
+        if x.shape[-1] != self.filters * 4 or self.strides != (1, 1):
+            shortcut = self.conv(
+                self.filters * 4, (1, 1), self.strides, use_bias=True, name="shortcut"
+            )(preact)
+        y = self.conv(self.filters, (1, 1))(preact)
+        y = self.act(self.norm()(y))
+        y = self.conv(self.filters, (3, 3), self.strides)(y)
+        y = self.act(self.norm()(y))
+        y = self.conv(self.filters * 4, (1, 1), use_bias=True)(y)
+        return shortcut + y
+
+
+def _is_pre_activation(block_cls) -> bool:
+    return getattr(getattr(block_cls, "func", block_cls), "pre_activation", False)
+
+
+class ResNet(nn.Module):
+    """ResNet for ImageNet-sized inputs.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features
+    `[batch, channels]` when `num_classes` is 0 or None. End points: `stem`, `block1`..`blockN`,
+    `pre_logits`, and `logits`/`predictions` when there is a head.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    stage_sizes: Sequence[int]
+    block_cls: ModuleDef
+    num_classes: int | None = 1000
+    num_filters: int = 64
+    stem_kernel_size: int = 7
+    stem_strides: int = 2
+    stem_pool: bool = True
+    dtype: Any = jnp.float32
+    act: Callable = nn.relu
+    conv: ModuleDef = Conv
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype)
+        norm = partial(
+            nn.BatchNorm,
+            use_running_average=not train,
+            momentum=0.9,
+            epsilon=1e-5,
+            dtype=self.dtype,
+        )
+        pre_activation = _is_pre_activation(self.block_cls)
+        end_points = {}
+
+        k, pad = self.stem_kernel_size, self.stem_kernel_size // 2
+        x = conv(
+            self.num_filters,
+            (k, k),
+            (self.stem_strides, self.stem_strides),
+            padding=[(pad, pad), (pad, pad)],
+            use_bias=pre_activation,
+            name="conv_init",
+        )(jnp.asarray(x, self.dtype))
+        if not pre_activation:
+            x = self.act(norm(name="bn_init")(x))
+        if self.stem_pool:
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+        end_points["stem"] = x
+
+        for i, block_size in enumerate(self.stage_sizes):
+            for j in range(block_size):
+                strides = (2, 2) if i > 0 and j == 0 else (1, 1)
+                x = self.block_cls(
+                    self.num_filters * 2**i, strides=strides, conv=conv, norm=norm, act=self.act
+                )(x)
+            end_points[f"block{i + 1}"] = x
+        if pre_activation:
+            x = self.act(norm(name="postnorm")(x))
+
+        x = jnp.mean(x, axis=(1, 2))
+        end_points["pre_logits"] = x
+        if not self.num_classes:
+            return x, end_points
+        x = nn.Dense(self.num_classes, dtype=self.dtype)(x)
+        end_points["logits"] = x
+        end_points["predictions"] = nn.softmax(x)
+        return x, end_points
+
+
+class CifarResNet(ResNet):
+    """He et al.'s CIFAR-10 ResNet-(6n+2): a 3x3 stem, three stages of 16/32/64 filters."""
+
+    default_image_size: ClassVar[int] = 32
+
+    num_classes: int | None = 10
+    num_filters: int = 16
+    stem_kernel_size: int = 3
+    stem_strides: int = 1
+    stem_pool: bool = False
+
+
+# ResNet v1.5, the Flax ImageNet example's and torchvision's.
+resnet18 = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=ResNetBlock)
+resnet34 = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=ResNetBlock)
+resnet50 = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=BottleneckResNetBlock)
+resnet101 = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=BottleneckResNetBlock)
+resnet152 = partial(ResNet, stage_sizes=(3, 8, 36, 3), block_cls=BottleneckResNetBlock)
+resnet200 = partial(ResNet, stage_sizes=(3, 24, 36, 3), block_cls=BottleneckResNetBlock)
+
+# Pre-activation ResNet v2 (Slim's resnet_v2_*).
+resnet_v2_50 = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=PreActBottleneckBlock)
+resnet_v2_101 = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=PreActBottleneckBlock)
+resnet_v2_152 = partial(ResNet, stage_sizes=(3, 8, 36, 3), block_cls=PreActBottleneckBlock)
+resnet_v2_200 = partial(ResNet, stage_sizes=(3, 24, 36, 3), block_cls=PreActBottleneckBlock)
+
+# CIFAR ResNet-(6n+2) with parameter-free option-A shortcuts.
+_cifar_block = partial(ResNetBlock, projection_shortcut=False)
+resnet20 = partial(CifarResNet, stage_sizes=(3, 3, 3), block_cls=_cifar_block)
+resnet32 = partial(CifarResNet, stage_sizes=(5, 5, 5), block_cls=_cifar_block)
+resnet44 = partial(CifarResNet, stage_sizes=(7, 7, 7), block_cls=_cifar_block)
+resnet56 = partial(CifarResNet, stage_sizes=(9, 9, 9), block_cls=_cifar_block)
+resnet110 = partial(CifarResNet, stage_sizes=(18, 18, 18), block_cls=_cifar_block)
+
+# Wide and aggregated (grouped) bottlenecks.
+wide_resnet50_2 = partial(
+    ResNet, stage_sizes=(3, 4, 6, 3), block_cls=partial(BottleneckResNetBlock, width_per_group=128)
+)
+wide_resnet101_2 = partial(
+    ResNet, stage_sizes=(3, 4, 23, 3), block_cls=partial(BottleneckResNetBlock, width_per_group=128)
+)
+resnext50_32x4d = partial(
+    ResNet,
+    stage_sizes=(3, 4, 6, 3),
+    block_cls=partial(BottleneckResNetBlock, groups=32, width_per_group=4),
+)
+resnext101_32x8d = partial(
+    ResNet,
+    stage_sizes=(3, 4, 23, 3),
+    block_cls=partial(BottleneckResNetBlock, groups=32, width_per_group=8),
+)

@@ -1,0 +1,101 @@
+"""Sizes of the networks in the registry, from `jax.eval_shape`: nothing is compiled or allocated.
+
+MACs are counted here, not by XLA: every module that owns a `kernel` (convolutions, dense layers)
+adds `output elements * prod(kernel.shape[:-1])` multiply-accumulates for one image, which is
+exact for dense, grouped and depthwise convolutions alike. Pooling, normalisation and
+activations are not counted (the convention of the published GMAC tables).
+"""
+
+import argparse
+import dataclasses
+import math
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+import nets_factory
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """What one abstract forward pass on a `[1, size, size, 3]` image tells about a network."""
+
+    image_size: int
+    params: int  # trainable parameters (the `params` collection), as published tables count
+    macs: int  # multiply-accumulates for one image
+    end_points: dict[str, tuple[int, ...]]  # name -> shape, in the order the network makes them
+
+
+def profile(network_fn: nets_factory.NetworkFn, image_size: int | None = None) -> Profile:
+    """Traces `init` and `apply` once each with `jax.eval_shape`."""
+    size = image_size or network_fn.default_image_size
+    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    variables = jax.eval_shape(network_fn.init, jax.random.key(0), images)
+    macs, order = [], []
+
+    def record_macs(next_fun, args, kwargs, context):
+        out = next_fun(*args, **kwargs)
+        params = context.module.variables.get("params", {})
+        if context.method_name == "__call__" and "kernel" in params:
+            macs.append(out.size * math.prod(params["kernel"].shape[:-1]))
+        return out
+
+    def forward(variables, images):
+        _, end_points = network_fn.apply(variables, images)
+        order.extend(end_points)
+        return end_points
+
+    with nn.intercept_methods(record_macs):
+        end_points = jax.eval_shape(forward, variables, images)
+    params = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(variables["params"]))
+    shapes = {name: tuple(end_points[name].shape) for name in order}
+    return Profile(image_size=size, params=params, macs=int(sum(macs)), end_points=shapes)
+
+
+def table(names: list[str]) -> str:
+    """One line per network: default image size, parameters at 1000 classes, GMACs."""
+    lines = [f"{'network':<26}{'size':>6}{'params':>14}{'GMACs':>9}"]
+    for name in names:
+        p = profile(nets_factory.get_network_fn(name, num_classes=1000))
+        lines.append(f"{name:<26}{p.image_size:>6}{p.params:>14,}{p.macs / 1e9:>9.2f}")
+    return "\n".join(lines)
+
+
+def describe(name: str) -> str:
+    """Constructor fields and every end_point's shape of one network at its default size."""
+    ctor = nets_factory.networks_map[name]
+    fn = nets_factory.get_network_fn(name, num_classes=1000)
+    p = profile(fn)
+    lines = [f"{name}: {ctor.func.__module__}.{ctor.func.__qualname__}", "constructor fields:"]
+    for field in nets_factory.constructor_fields(name):
+        lines.append(f"  {field} = {_show(getattr(fn.module, field))}")
+    lines.append(f"end_points at {p.image_size}x{p.image_size}, batch 1:")
+    lines += [f"  {point:<28}{shape}" for point, shape in p.end_points.items()]
+    lines.append(f"parameters at 1000 classes: {p.params:,}   GMACs: {p.macs / 1e9:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m nets_factory", description="List the networks, or describe one."
+    )
+    parser.add_argument("name", nargs="?", help="a network to describe; none lists them all")
+    args = parser.parse_args(argv)
+    if args.name is None:
+        print(table(list(nets_factory.networks_map)))
+        print("GMACs: multiply-accumulates of one image at its default size, counted per layer.")
+        return
+    try:
+        nets_factory.get_network_fn(args.name, num_classes=1000)
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    print(describe(args.name))
+
+
+def _show(value) -> str:
+    """Readable field values: `relu` rather than `<custom_jvp object at 0x...>`."""
+    if isinstance(value, type) or (callable(value) and hasattr(value, "__name__")):
+        return value.__name__
+    return repr(value)

@@ -1,0 +1,156 @@
+"""The public door: `networks_map` and `get_network_fn`, TF-Slim's nets_factory for Flax.
+
+    network_fn = get_network_fn('resnet50', num_classes=1000, weight_decay=1e-4, is_training=True)
+    variables = network_fn.init(rng, images)
+    (logits, end_points), updates = network_fn.apply(variables, images, mutable=['batch_stats'])
+    loss = cross_entropy(logits, labels) + network_fn.regularization_loss(variables['params'])
+
+`python -m nets_factory` prints every network; `python -m nets_factory NAME` describes one.
+"""
+
+import dataclasses
+import difflib
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets import resnet
+
+networks_map: dict[str, functools.partial] = {
+    # ResNet v1.5 (Flax ImageNet example, torchvision).
+    "resnet18": resnet.resnet18,
+    "resnet34": resnet.resnet34,
+    "resnet50": resnet.resnet50,
+    "resnet101": resnet.resnet101,
+    "resnet152": resnet.resnet152,
+    "resnet200": resnet.resnet200,
+    # Slim's names. Slim strides the last unit of a stage instead of the first; the layers and
+    # parameters are the same, so these are the v1.5 networks above.
+    "resnet_v1_50": resnet.resnet50,
+    "resnet_v1_101": resnet.resnet101,
+    "resnet_v1_152": resnet.resnet152,
+    "resnet_v1_200": resnet.resnet200,
+    "resnet_v2_50": resnet.resnet_v2_50,
+    "resnet_v2_101": resnet.resnet_v2_101,
+    "resnet_v2_152": resnet.resnet_v2_152,
+    "resnet_v2_200": resnet.resnet_v2_200,
+    # CIFAR ResNets (He et al. 2015, section 4.2).
+    "resnet20": resnet.resnet20,
+    "resnet32": resnet.resnet32,
+    "resnet44": resnet.resnet44,
+    "resnet56": resnet.resnet56,
+    "resnet110": resnet.resnet110,
+    # Wide ResNets and ResNeXt.
+    "wide_resnet50_2": resnet.wide_resnet50_2,
+    "wide_resnet101_2": resnet.wide_resnet101_2,
+    "resnext50_32x4d": resnet.resnext50_32x4d,
+    "resnext101_32x8d": resnet.resnext101_32x8d,
+}
+
+
+def constructor_fields(name: str) -> list[str]:
+    """The constructor fields a network accepts as `get_network_fn` keyword arguments."""
+    module_cls = networks_map[name].func
+    return [
+        f.name
+        for f in dataclasses.fields(module_cls)
+        if f.init and f.name not in ("parent", "name")
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkFn:
+    """A network with its shared arguments bound: `is_training` and `weight_decay`.
+
+    `apply` returns `(logits, end_points)` (plus flax's updated collections when `mutable=` is
+    given). In training mode BatchNorm uses batch statistics, so pass `mutable=['batch_stats']`,
+    and dropout needs `rngs={'dropout': key}`.
+    """
+
+    name: str
+    module: nn.Module
+    is_training: bool
+    weight_decay: float
+
+    @property
+    def default_image_size(self) -> int:
+        return type(self.module).default_image_size
+
+    def init(self, rng: jax.Array, images: jax.Array) -> dict[str, Any]:
+        """Creates every variable (auxiliary heads included) from `images` [batch, h, w, c]."""
+        self._check_images(images)
+        params_rng, dropout_rng = jax.random.split(rng)
+        return self.module.init({"params": params_rng, "dropout": dropout_rng}, images, train=True)
+
+    def apply(self, variables: dict[str, Any], images: jax.Array, **kwargs: Any) -> Any:
+        """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax."""
+        self._check_images(images)
+        return self.module.apply(variables, images, train=self.is_training, **kwargs)
+
+    def regularization_loss(self, params: dict[str, Any]) -> jax.Array | float:
+        """Slim's L2 penalty: `weight_decay * 0.5 * sum(w**2)` over every conv and dense kernel."""
+        if not self.weight_decay:
+            return 0.0
+        kernels = [
+            leaf
+            for path, leaf in jax.tree_util.tree_leaves_with_path(params)
+            if getattr(path[-1], "key", None) == "kernel"
+        ]
+        squares = sum(jnp.sum(jnp.square(k.astype(jnp.float32))) for k in kernels)
+        return self.weight_decay * 0.5 * squares
+
+    def _check_images(self, images: jax.Array) -> None:
+        if len(images.shape) != 4:
+            size = self.default_image_size
+            raise ValueError(
+                f"{self.name} expects images of shape [batch, height, width, channels], "
+                f"e.g. [8, {size}, {size}, 3]; got shape {tuple(images.shape)}"
+            )
+
+
+def get_network_fn(
+    name: str,
+    num_classes: int | None,
+    weight_decay: float = 0.0,
+    is_training: bool = False,
+    **kwargs: Any,
+) -> NetworkFn:
+    """Returns the network `name` with the arguments every network shares bound.
+
+    Args:
+      name: a key of `networks_map`.
+      num_classes: size of the logits layer; 0 or None drops it and returns pooled features.
+      weight_decay: the coefficient of `NetworkFn.regularization_loss`; its only effect.
+      is_training: batch statistics and dropout when True, running statistics when False.
+      **kwargs: the network's own constructor fields, e.g. `dtype=jnp.bfloat16`.
+
+    Raises:
+      ValueError: `name` is not a known network (the message lists close matches).
+      TypeError: a keyword is not one of the network's constructor fields.
+    """
+    if name not in networks_map:
+        close = difflib.get_close_matches(name, networks_map, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise ValueError(
+            f"Unknown network {name!r}: {hint}Known networks: {', '.join(sorted(networks_map))}"
+        )
+    fields = constructor_fields(name)
+    unknown = sorted(set(kwargs) - set(fields))
+    if unknown:
+        close = [m for k in unknown for m in difflib.get_close_matches(k, fields, n=1)]
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise TypeError(
+            f"{name} got unexpected keyword argument(s) {', '.join(map(repr, unknown))}{hint}; "
+            f"its constructor fields are: {', '.join(fields)}"
+        )
+    module = networks_map[name](num_classes=num_classes, **kwargs)
+    return NetworkFn(name=name, module=module, is_training=is_training, weight_decay=weight_decay)
+
+
+if __name__ == "__main__":
+    from nets import summary
+
+    summary.main()

@@ -1,0 +1,189 @@
+"""The contract every network in `networks_map` keeps, checked through the public API."""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nets_factory
+from nets import summary
+
+ALL_NETWORKS = sorted(nets_factory.networks_map)
+
+
+def abstract_images(fn, batch=2):
+    size = fn.default_image_size
+    return jax.ShapeDtypeStruct((batch, size, size, 3), jnp.float32)
+
+
+def test_registry_is_partials_of_linen_modules():
+    for name, ctor in nets_factory.networks_map.items():
+        assert isinstance(ctor, functools.partial), name
+        assert issubclass(ctor.func, nn.Module), name
+        assert isinstance(ctor.func.default_image_size, int), name
+
+
+@pytest.mark.parametrize("name", ALL_NETWORKS)
+@pytest.mark.parametrize("num_classes", [10, 0])
+def test_shapes_and_end_points(name, num_classes):
+    fn = nets_factory.get_network_fn(name, num_classes=num_classes, is_training=True)
+    images = abstract_images(fn)
+    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    assert "params" in variables
+    kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
+    (logits, end_points), _ = jax.eval_shape(lambda v, x: fn.apply(v, x, **kw), variables, images)
+    assert {"stem", "pre_logits"} <= set(end_points), sorted(end_points)
+    assert len(end_points) >= 4, sorted(end_points)  # stem, stages, pre_logits
+    features = end_points["pre_logits"]
+    assert features.ndim == 2 and features.shape[0] == 2
+    if num_classes:
+        assert logits.shape == (2, num_classes)
+        assert end_points["logits"].shape == (2, num_classes)
+    else:
+        assert "logits" not in end_points
+        assert logits.shape == features.shape
+
+
+@pytest.mark.parametrize("name", ALL_NETWORKS)
+def test_eval_mode_needs_no_mutable_collections(name):
+    fn = nets_factory.get_network_fn(name, num_classes=1000)
+    images = abstract_images(fn, batch=5)  # Slim's nets_factory_test: batch 5 -> [5, 1000]
+    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    logits, _ = jax.eval_shape(fn.apply, variables, images)
+    assert logits.shape == (5, 1000)
+
+
+def test_unknown_network_names_close_matches():
+    with pytest.raises(ValueError, match="resnet5O.*did you mean.*'resnet50'"):
+        nets_factory.get_network_fn("resnet5O", num_classes=10)
+
+
+def test_unknown_keyword_names_network_keyword_and_fields():
+    with pytest.raises(
+        TypeError, match=r"resnet18.*'num_filtres'.*did you mean 'num_filters'.*: stage_sizes, "
+    ):
+        nets_factory.get_network_fn("resnet18", num_classes=10, num_filtres=32)
+
+
+def test_wrong_image_rank_names_expected_shape():
+    fn = nets_factory.get_network_fn("resnet18", num_classes=10)
+    with pytest.raises(
+        ValueError, match=r"\[batch, height, width, channels\].*224, 224, 3.*\(224, 224, 3\)"
+    ):
+        fn.init(jax.random.key(0), jnp.ones((224, 224, 3)))
+
+
+def test_kwargs_reach_the_constructor():
+    fn = nets_factory.get_network_fn("resnet18", num_classes=10, stage_sizes=(1, 1), num_filters=8)
+    profile = summary.profile(fn, image_size=32)
+    assert [k for k in profile.end_points if k.startswith("block")] == ["block1", "block2"]
+    assert profile.end_points["pre_logits"] == (1, 16)
+
+
+def small_resnet(**kw):
+    return nets_factory.get_network_fn("resnet18", num_classes=10, num_filters=8, **kw)
+
+
+def test_is_training_updates_batch_stats_and_eval_does_not():
+    images = jax.random.normal(jax.random.key(1), (4, 32, 32, 3))
+    train_fn = small_resnet(is_training=True)
+    variables = jax.jit(train_fn.init)(jax.random.key(0), images)
+    _, updates = jax.jit(lambda v, x: train_fn.apply(v, x, mutable=["batch_stats"]))(
+        variables, images
+    )
+    changed = jax.tree.map(
+        lambda a, b: not np.allclose(a, b), variables["batch_stats"], updates["batch_stats"]
+    )
+    assert all(jax.tree.leaves(changed))
+
+    eval_fn = small_resnet(is_training=False)
+    _, same = jax.jit(lambda v, x: eval_fn.apply(v, x, mutable=["batch_stats"]))(variables, images)
+    jax.tree.map(np.testing.assert_array_equal, variables["batch_stats"], same["batch_stats"])
+
+
+def test_eval_uses_running_statistics():
+    images = jax.random.normal(jax.random.key(1), (4, 32, 32, 3))
+    eval_fn = small_resnet(is_training=False)
+    variables = jax.jit(eval_fn.init)(jax.random.key(0), images)
+    one, _ = jax.jit(eval_fn.apply)(variables, images[:1])
+    batch, _ = jax.jit(eval_fn.apply)(variables, images)
+    np.testing.assert_allclose(one[0], batch[0], rtol=1e-5, atol=1e-5)  # no batch dependence
+
+
+def test_regularization_loss_is_slims_l2_on_kernels_only():
+    images = jnp.ones((1, 32, 32, 3))
+    fn = small_resnet(weight_decay=1e-4)
+    params = jax.jit(fn.init)(jax.random.key(0), images)["params"]
+    by_hand = 0.0
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        if path[-1].key == "kernel":
+            by_hand += float(np.sum(np.square(np.asarray(leaf, np.float64))))
+    # Biases and BatchNorm scales are left out: setting them all to 7 changes nothing.
+    biases_changed = jax.tree_util.tree_map_with_path(
+        lambda path, x: x if path[-1].key == "kernel" else jnp.full_like(x, 7.0), params
+    )
+    np.testing.assert_allclose(fn.regularization_loss(params), 1e-4 * 0.5 * by_hand, rtol=1e-5)
+    np.testing.assert_allclose(
+        fn.regularization_loss(biases_changed), 1e-4 * 0.5 * by_hand, rtol=1e-5
+    )
+    assert small_resnet().regularization_loss(params) == 0.0
+
+
+def test_bfloat16_computes_in_bfloat16_with_float32_params():
+    fn = small_resnet(dtype=jnp.bfloat16)
+    images = jnp.ones((2, 32, 32, 3))
+    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    assert {leaf.dtype for leaf in jax.tree.leaves(variables["params"])} == {jnp.dtype("float32")}
+    logits, end_points = jax.jit(fn.apply)(variables, images)
+    assert logits.dtype == jnp.bfloat16 and end_points["block4"].dtype == jnp.bfloat16
+    reference, _ = jax.jit(small_resnet().apply)(variables, images)
+    np.testing.assert_allclose(np.float32(logits), reference, atol=0.1, rtol=0.1)
+
+
+@pytest.mark.parametrize("name", ["resnet20", "resnet18", "resnet_v2_50", "resnext50_32x4d"])
+def test_gradient_reaches_every_parameter(name):
+    small = {
+        "resnet20": {},
+        "resnet18": {"num_filters": 8},
+        "resnet_v2_50": {"num_filters": 8, "stage_sizes": (1, 2)},
+        "resnext50_32x4d": {"num_filters": 16, "stage_sizes": (1, 2)},
+    }[name]
+    fn = nets_factory.get_network_fn(name, num_classes=10, is_training=True, **small)
+    images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    # Zero-initialised BatchNorm scales would block gradients to their branch by design.
+    params = jax.tree.map(lambda p: jnp.where(p == 0, 0.5, p), variables["params"])
+
+    def loss(params):
+        (logits, _), _ = fn.apply({**variables, "params": params}, images, mutable=["batch_stats"])
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
+
+    grads = jax.jit(jax.grad(loss))(params)
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
+
+
+def test_features_mode_returns_pooled_vector():
+    fn = nets_factory.get_network_fn("resnet50", num_classes=0)
+    images = jax.ShapeDtypeStruct((8, 224, 224, 3), jnp.float32)
+    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    features, _ = jax.eval_shape(fn.apply, variables, images)
+    assert features.shape == (8, 2048)
+    assert "Dense_0" not in variables["params"]
+
+
+def test_network_fn_exposes_name_module_and_size():
+    fn = nets_factory.get_network_fn(
+        "resnet50", num_classes=1000, weight_decay=1e-4, is_training=True
+    )
+    assert fn.name == "resnet50" and fn.default_image_size == 224
+    assert isinstance(fn.module, nn.Module) and fn.module.num_classes == 1000
+
+
+def test_describe_and_table_run_without_allocating():
+    text = summary.describe("resnet50")
+    assert "stage_sizes = (3, 4, 6, 3)" in text and "block4" in text and "(1, 7, 7, 2048)" in text
+    assert "25,557,032" in summary.table(["resnet50"])

@@ -1,0 +1,106 @@
+"""The ResNet family: published parameter counts and the Flax ImageNet example's layout."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import nets_factory
+from nets import resnet, summary
+
+# torchvision's published counts at 1000 classes. ResNet-50, for instance:
+#   stem 7*7*3*64 + 2*64                                                    =      9,536
+#   stage 1 (width 64, out 256): first block 64*64 + 9*64*64 + 64*256 + 64*256 (projection)
+#     + BatchNorm 2*(64 + 64 + 256 + 256) = 75,008; two more of 69,632 + 768 = 70,400 each = 215,808
+#   stages 2-4 likewise (widths 128, 256, 512)                               = 23,282,688
+#   head 2048 * 1000 + 1000                                                  =  2,049,000
+#   total                                                                      25,557,032
+PUBLISHED_COUNTS = {
+    "resnet18": 11_689_512,
+    "resnet34": 21_797_672,
+    "resnet50": 25_557_032,
+    "resnet101": 44_549_160,
+    "resnet152": 60_192_808,
+    "wide_resnet50_2": 68_883_240,
+    "wide_resnet101_2": 126_886_696,
+    "resnext50_32x4d": 25_028_904,
+    "resnext101_32x8d": 88_791_336,
+    # Slim's names are the same networks.
+    "resnet_v1_50": 25_557_032,
+    "resnet_v1_101": 44_549_160,
+}
+
+# He et al. 2015, Table 6 (CIFAR-10): 0.27M, 0.46M, 0.66M, 0.85M, 1.7M. ResNet-(6n+2) has
+#   stem 3*3*3*16 + 2*16 = 464; stage 1: n blocks of 2*(9*16*16 + 2*16) = 4,672 each;
+#   stage 2: 9*16*32 + 9*32*32 + 4*32, then n-1 blocks of 2*(9*32*32 + 2*32); stage 3 likewise
+#   with 64; option-A shortcuts have no parameters; head 64*10 + 10 = 650.
+#   n=3 (resnet20): 464 + 14,016 + 69,568 + 185,024 + 650 = 269,722.
+CIFAR_COUNTS = {
+    "resnet20": 0.27e6,
+    "resnet32": 0.46e6,
+    "resnet44": 0.66e6,
+    "resnet56": 0.85e6,
+    "resnet110": 1.7e6,
+}
+
+
+def params_of(name, num_classes):
+    fn = nets_factory.get_network_fn(name, num_classes=num_classes)
+    return summary.profile(fn).params
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_COUNTS))
+def test_published_parameter_counts(name):
+    assert params_of(name, 1000) == PUBLISHED_COUNTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(CIFAR_COUNTS))
+def test_cifar_parameter_counts_match_the_paper(name):
+    count = params_of(name, 10)
+    rounded = round(count / 1e4) * 1e4 if count < 1e6 else round(count / 1e5) * 1e5
+    assert rounded == CIFAR_COUNTS[name], count
+    assert params_of("resnet20", 10) == 269_722
+
+
+def test_flax_example_usage_and_layout():
+    ctor = nets_factory.networks_map["resnet18"]
+    assert ctor.keywords["block_cls"] is resnet.ResNetBlock
+    assert tuple(ctor.keywords["stage_sizes"]) == (2, 2, 2, 2)
+    variables = ctor(num_classes=2, dtype=jnp.float32).init(
+        jax.random.key(0), jnp.ones((1, 64, 64, 3))
+    )
+    assert len(variables) == 2 and len(variables["params"]) == 11  # the example's own assertion
+
+
+def test_module_names_match_the_flax_example():
+    fn = nets_factory.get_network_fn("resnet50", num_classes=1000)
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    blocks = [f"BottleneckResNetBlock_{i}" for i in range(16)]
+    assert set(params) == {"conv_init", "bn_init", "Dense_0", *blocks}
+    assert set(params["BottleneckResNetBlock_0"]) == {
+        "Conv_0",
+        "Conv_1",
+        "Conv_2",
+        "BatchNorm_0",
+        "BatchNorm_1",
+        "BatchNorm_2",
+        "conv_proj",
+        "norm_proj",
+    }
+    assert params["conv_init"]["kernel"].shape == (7, 7, 3, 64)
+    assert params["BottleneckResNetBlock_3"]["Conv_1"]["kernel"].shape == (3, 3, 128, 128)
+
+
+def test_last_batchnorm_scale_of_each_block_starts_at_zero():
+    fn = nets_factory.get_network_fn("resnet18", num_classes=10)
+    params = fn.init(jax.random.key(0), jnp.ones((1, 32, 32, 3)))["params"]
+    assert float(jnp.abs(params["ResNetBlock_0"]["BatchNorm_1"]["scale"]).max()) == 0.0
+    assert float(params["ResNetBlock_0"]["BatchNorm_0"]["scale"].min()) == 1.0
+
+
+def test_v2_is_pre_activation():
+    fn = nets_factory.get_network_fn("resnet_v2_50", num_classes=10)
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    assert "bn_init" not in params and "bias" in params["conv_init"] and "postnorm" in params
+    assert "preact" in params["PreActBottleneckBlock_0"]

@@ -71,7 +71,8 @@ def main() -> None:
     labels = jax.random.randint(jax.random.key(1), (args.batch,), 0, args.num_classes)
     variables = jax.jit(fn.init)(jax.random.key(2), images)
     optimizer = optax.sgd(0.1, momentum=0.9)
-    print(f"{args.name} batch {args.batch} @ {size}px {args.dtype} on {jax.devices()[0].device_kind}")
+    device = jax.devices()[0].device_kind
+    print(f"{args.name} batch {args.batch} @ {size}px {args.dtype} on {device}")
 
     candidates = {"get_network_fn": fn.apply}
     if args.direct:

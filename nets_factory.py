@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets import resnet
+from nets import alexnet, cifarnet, lenet, overfeat, resnet, vgg
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -48,6 +48,24 @@ networks_map: dict[str, functools.partial] = {
     "wide_resnet101_2": resnet.wide_resnet101_2,
     "resnext50_32x4d": resnet.resnext50_32x4d,
     "resnext101_32x8d": resnet.resnext101_32x8d,
+    # Classic networks without residual connections: Slim's small nets, AlexNet, OverFeat, VGG.
+    "lenet": lenet.lenet,
+    "cifarnet": cifarnet.cifarnet,
+    "alexnet_v2": alexnet.alexnet_v2,
+    "alexnet": alexnet.alexnet,
+    "overfeat": overfeat.overfeat,
+    "vgg11": vgg.vgg11,
+    "vgg13": vgg.vgg13,
+    "vgg16": vgg.vgg16,
+    "vgg19": vgg.vgg19,
+    "vgg11_bn": vgg.vgg11_bn,
+    "vgg13_bn": vgg.vgg13_bn,
+    "vgg16_bn": vgg.vgg16_bn,
+    "vgg19_bn": vgg.vgg19_bn,
+    # Slim's names for configurations A, D and E: the same networks and parameters.
+    "vgg_a": vgg.vgg11,
+    "vgg_16": vgg.vgg16,
+    "vgg_19": vgg.vgg19,
 }
 
 

@@ -27,10 +27,11 @@ def test_registry_is_partials_of_linen_modules():
 
 
 @pytest.mark.parametrize("name", ALL_NETWORKS)
-@pytest.mark.parametrize("num_classes", [10, 0])
+@pytest.mark.parametrize("num_classes", [1000, 0])
 def test_shapes_and_end_points(name, num_classes):
+    # Slim's nets_factory_test: a batch of 5 at the default size gives logits [5, 1000].
     fn = nets_factory.get_network_fn(name, num_classes=num_classes, is_training=True)
-    images = abstract_images(fn)
+    images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     assert "params" in variables
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
@@ -38,22 +39,19 @@ def test_shapes_and_end_points(name, num_classes):
     assert {"stem", "pre_logits"} <= set(end_points), sorted(end_points)
     assert len(end_points) >= 4, sorted(end_points)  # stem, stages, pre_logits
     features = end_points["pre_logits"]
-    assert features.ndim == 2 and features.shape[0] == 2
+    assert features.ndim == 2 and features.shape[0] == 5
     if num_classes:
-        assert logits.shape == (2, num_classes)
-        assert end_points["logits"].shape == (2, num_classes)
+        assert logits.shape == (5, num_classes)
+        assert end_points["logits"].shape == (5, num_classes)
     else:
         assert "logits" not in end_points
         assert logits.shape == features.shape
 
-
-@pytest.mark.parametrize("name", ALL_NETWORKS)
-def test_eval_mode_needs_no_mutable_collections(name):
-    fn = nets_factory.get_network_fn(name, num_classes=1000)
-    images = abstract_images(fn, batch=5)  # Slim's nets_factory_test: batch 5 -> [5, 1000]
-    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
-    logits, _ = jax.eval_shape(fn.apply, variables, images)
-    assert logits.shape == (5, 1000)
+    # Evaluation needs no mutable collection and no rng, and gives the same shapes.
+    eval_fn = nets_factory.get_network_fn(name, num_classes=num_classes)
+    eval_logits, eval_points = jax.eval_shape(eval_fn.apply, variables, images)
+    assert eval_logits.shape == logits.shape
+    assert "aux_logits" not in eval_points
 
 
 def test_unknown_network_names_close_matches():

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets import resnet
+from nets import mobilenet_v1, mobilenet_v2, mobilenet_v3, resnet
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -48,6 +48,20 @@ networks_map: dict[str, functools.partial] = {
     "wide_resnet101_2": resnet.wide_resnet101_2,
     "resnext50_32x4d": resnet.resnext50_32x4d,
     "resnext101_32x8d": resnet.resnext101_32x8d,
+    # MobileNet V1 (Slim's mobilenet_v1.py), V2 and V3/EdgeTPU (Slim's nets/mobilenet/).
+    "mobilenet_v1": mobilenet_v1.mobilenet_v1,
+    "mobilenet_v1_075": mobilenet_v1.mobilenet_v1_075,
+    "mobilenet_v1_050": mobilenet_v1.mobilenet_v1_050,
+    "mobilenet_v1_025": mobilenet_v1.mobilenet_v1_025,
+    "mobilenet_v2": mobilenet_v2.mobilenet_v2,
+    "mobilenet_v2_140": mobilenet_v2.mobilenet_v2_140,
+    "mobilenet_v2_035": mobilenet_v2.mobilenet_v2_035,
+    "mobilenet_v3_small": mobilenet_v3.mobilenet_v3_small,
+    "mobilenet_v3_large": mobilenet_v3.mobilenet_v3_large,
+    "mobilenet_v3_small_minimalistic": mobilenet_v3.mobilenet_v3_small_minimalistic,
+    "mobilenet_v3_large_minimalistic": mobilenet_v3.mobilenet_v3_large_minimalistic,
+    "mobilenet_edgetpu": mobilenet_v3.mobilenet_edgetpu,
+    "mobilenet_edgetpu_075": mobilenet_v3.mobilenet_edgetpu_075,
 }
 
 

@@ -17,7 +17,17 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets import alexnet, cifarnet, lenet, overfeat, resnet, vgg
+from nets import (
+    alexnet,
+    cifarnet,
+    lenet,
+    mobilenet_v1,
+    mobilenet_v2,
+    mobilenet_v3,
+    overfeat,
+    resnet,
+    vgg,
+)
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -66,6 +76,20 @@ networks_map: dict[str, functools.partial] = {
     "vgg_a": vgg.vgg11,
     "vgg_16": vgg.vgg16,
     "vgg_19": vgg.vgg19,
+    # MobileNet V1 (Slim's mobilenet_v1.py), V2 and V3/EdgeTPU (Slim's nets/mobilenet/).
+    "mobilenet_v1": mobilenet_v1.mobilenet_v1,
+    "mobilenet_v1_075": mobilenet_v1.mobilenet_v1_075,
+    "mobilenet_v1_050": mobilenet_v1.mobilenet_v1_050,
+    "mobilenet_v1_025": mobilenet_v1.mobilenet_v1_025,
+    "mobilenet_v2": mobilenet_v2.mobilenet_v2,
+    "mobilenet_v2_140": mobilenet_v2.mobilenet_v2_140,
+    "mobilenet_v2_035": mobilenet_v2.mobilenet_v2_035,
+    "mobilenet_v3_small": mobilenet_v3.mobilenet_v3_small,
+    "mobilenet_v3_large": mobilenet_v3.mobilenet_v3_large,
+    "mobilenet_v3_small_minimalistic": mobilenet_v3.mobilenet_v3_small_minimalistic,
+    "mobilenet_v3_large_minimalistic": mobilenet_v3.mobilenet_v3_large_minimalistic,
+    "mobilenet_edgetpu": mobilenet_v3.mobilenet_edgetpu,
+    "mobilenet_edgetpu_075": mobilenet_v3.mobilenet_edgetpu_075,
 }
 
 

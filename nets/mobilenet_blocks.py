@@ -1,0 +1,125 @@
+"""Layers the MobileNet files share, as TF-Slim's `nets/mobilenet/conv_blocks.py` defines them.
+
+- `make_divisible`: Slim's channel rounding (MobileNet V2/V3 and every depth multiplier there).
+- `ConvBN`: Slim's `conv2d` with `normalizer_fn=batch_norm` (V1, V2, V3 all build from it).
+- `SqueezeExcite`, `ExpandedConv`: the inverted-residual bottleneck of V2 (Sandler et al. 2018,
+  arXiv:1801.04381) with V3's squeeze-excite and fused variants (Howard et al. 2019,
+  arXiv:1905.02244).
+
+Submodules carry Slim's scope names (`expand`, `depthwise`, `squeeze_excite`, `project`), so a
+parameter path reads like the checkpoint variable it corresponds to.
+"""
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+ModuleDef = Any
+
+
+def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
+    """Rounds `value` to the nearest multiple of `divisor`, never below `min_value` (default
+    `divisor`) and never more than 10% below `value`: Slim's `_make_divisible`."""
+    min_value = divisor if min_value is None else min_value
+    rounded = max(min_value, int(value + divisor / 2) // divisor * divisor)
+    if rounded < 0.9 * value:
+        rounded += divisor
+    return rounded
+
+
+class ConvBN(nn.Module):
+    """Convolution, BatchNorm, activation: Slim's `conv2d` under a `batch_norm` normalizer.
+
+    `norm=None` gives a biased convolution without BatchNorm (Slim's `normalizer_fn=None`);
+    `groups=channels` a depthwise one. Parameters: `conv` (`kernel`, and `bias` without BN), `bn`.
+    """
+
+    filters: int
+    kernel_size: int
+    conv: ModuleDef
+    norm: ModuleDef | None
+    act: Callable | None = None
+    strides: int = 1
+    groups: int = 1
+
+    @nn.compact
+    def __call__(self, x):
+        k, s = self.kernel_size, self.strides
+        x = self.conv(
+            self.filters,
+            (k, k),
+            (s, s),
+            feature_group_count=self.groups,
+            use_bias=self.norm is None,
+            name="conv",
+        )(x)
+        if self.norm is not None:
+            x = self.norm(name="bn")(x)
+        return x if self.act is None else self.act(x)
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excite gate, V3's flavour: `x * hard_sigmoid(W2 relu(W1 mean(x)))`.
+
+    The squeeze width is `make_divisible(channels / 4, 8)`; both 1x1 convolutions are biased and
+    have no BatchNorm. Slim writes the gate as `relu6(x + 3) * 0.16667`; `hard_sigmoid` divides
+    by 6 (a 2e-6 relative difference).
+    """
+
+    conv: ModuleDef
+    squeeze_factor: int = 4
+
+    @nn.compact
+    def __call__(self, x):
+        channels = x.shape[-1]
+        squeeze = make_divisible(channels / self.squeeze_factor, 8)
+        gate = jnp.mean(x, axis=(1, 2), keepdims=True)
+        gate = nn.relu(self.conv(squeeze, (1, 1), use_bias=True, name="Conv")(gate))
+        gate = nn.hard_sigmoid(self.conv(channels, (1, 1), use_bias=True, name="Conv_1")(gate))
+        return x * gate
+
+
+class ExpandedConv(nn.Module):
+    """Slim's `expanded_conv`: 1x1 expansion -> kxk depthwise -> (squeeze-excite) -> 1x1 linear
+    projection, plus the input when the stride is 1 and the widths agree.
+
+    The inner width is `make_divisible(input channels * expansion, 8)`; as in Slim, the expansion
+    convolution exists only when that is wider than the input (so `expansion=1` has none).
+    `fused=True` (EdgeTPU) replaces expansion + depthwise by one full kxk strided convolution;
+    a fused block without expansion is just the projection, as Slim builds it.
+    """
+
+    filters: int
+    expansion: float
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    kernel_size: int = 3
+    strides: int = 1
+    squeeze_excite: bool = False
+    fused: bool = False
+    residual: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        inputs, channels = x, x.shape[-1]
+        inner = make_divisible(channels * self.expansion, 8)
+        layer = partial(ConvBN, conv=self.conv, norm=self.norm)
+        k, s = self.kernel_size, self.strides
+        if inner > channels:
+            if self.fused:
+                x = layer(inner, k, act=self.act, strides=s, name="expand")(x)
+            else:
+                x = layer(inner, 1, act=self.act, name="expand")(x)
+        if not self.fused:
+            width = x.shape[-1]
+            x = layer(width, k, act=self.act, strides=s, groups=width, name="depthwise")(x)
+        if self.squeeze_excite:
+            x = SqueezeExcite(self.conv, name="squeeze_excite")(x)
+        x = layer(self.filters, 1, name="project")(x)
+        if self.residual and s == 1 and channels == self.filters:
+            x = x + inputs
+        return x

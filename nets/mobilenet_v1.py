@@ -1,0 +1,105 @@
+"""MobileNet V1: Howard et al. 2017, "MobileNets: Efficient Convolutional Neural Networks for
+Mobile Vision Applications" (arXiv:1704.04861), as TF-Slim's `nets/mobilenet_v1.py` builds it.
+
+A 3x3 stride-2 convolution, then 13 depthwise-separable layers (3x3 depthwise, 1x1 pointwise),
+each convolution followed by BatchNorm (decay 0.9997, epsilon 0.001) and ReLU6; average pooling,
+dropout (keep 0.999) and the logits. Widths are `max(int(depth * depth_multiplier), min_depth)`.
+Module names and end_points are Slim's: `Conv2d_0`, `Conv2d_1_depthwise`, `Conv2d_1_pointwise`,
+..., `Conv2d_13_pointwise`, `AvgPool_1a`, `Logits`.
+"""
+
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from nets.layers import Conv
+from nets.mobilenet_blocks import ConvBN
+
+ModuleDef = Any
+
+# Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
+_SEPARABLE_LAYERS = (
+    (1, 64),
+    (2, 128),
+    (1, 128),
+    (2, 256),
+    (1, 256),
+    (2, 512),
+    (1, 512),
+    (1, 512),
+    (1, 512),
+    (1, 512),
+    (1, 512),
+    (2, 1024),
+    (1, 1024),
+)
+
+
+class MobileNetV1(nn.Module):
+    """MobileNet V1 for 224x224 images.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features
+    `[batch, channels]` when `num_classes` is 0 or None. End points: `stem` (= `Conv2d_0`),
+    Slim's `Conv2d_<i>_depthwise` / `Conv2d_<i>_pointwise`, `AvgPool_1a` (`[batch, 1, 1, c]`),
+    `pre_logits`, and `logits`/`predictions` when there is a head.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    num_classes: int | None = 1000
+    depth_multiplier: float = 1.0
+    min_depth: int = 8  # only binds when depth_multiplier < 1
+    dropout_rate: float = 0.001  # Slim's dropout_keep_prob=0.999
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    def depth(self, channels: int) -> int:
+        """Slim's width rule: truncate, then clamp to `min_depth`."""
+        return max(int(channels * self.depth_multiplier), self.min_depth)
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        if self.depth_multiplier <= 0:
+            raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
+        conv = partial(self.conv, padding="SAME", dtype=self.dtype)
+        norm = partial(
+            nn.BatchNorm,
+            use_running_average=not train,
+            momentum=0.9997,
+            epsilon=0.001,
+            dtype=self.dtype,
+        )
+        layer = partial(ConvBN, conv=conv, norm=norm, act=nn.relu6)
+
+        x = layer(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
+        end_points = {"Conv2d_0": x, "stem": x}
+        for i, (strides, depth) in enumerate(_SEPARABLE_LAYERS, start=1):
+            channels = x.shape[-1]
+            name = f"Conv2d_{i}_depthwise"
+            x = layer(channels, 3, strides=strides, groups=channels, name=name)(x)
+            end_points[name] = x
+            name = f"Conv2d_{i}_pointwise"
+            x = layer(self.depth(depth), 1, name=name)(x)
+            end_points[name] = x
+
+        # Slim pools with a 7x7 VALID window (shrunk for smaller inputs): global at 224x224. We
+        # always pool globally so that any input size gives `[batch, channels]` features.
+        x = jnp.mean(x, axis=(1, 2), keepdims=True)
+        end_points["AvgPool_1a"] = x
+        x = x[:, 0, 0, :]
+        end_points["pre_logits"] = x
+        if not self.num_classes:
+            return x, end_points
+        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+        x = nn.Dense(self.num_classes, dtype=self.dtype, name="Logits")(x)
+        end_points["logits"] = x
+        end_points["predictions"] = nn.softmax(x)
+        return x, end_points
+
+
+mobilenet_v1 = partial(MobileNetV1)
+mobilenet_v1_075 = partial(MobileNetV1, depth_multiplier=0.75)
+mobilenet_v1_050 = partial(MobileNetV1, depth_multiplier=0.50)
+mobilenet_v1_025 = partial(MobileNetV1, depth_multiplier=0.25)

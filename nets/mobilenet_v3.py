@@ -1,0 +1,227 @@
+"""MobileNet V3 and MobileNet EdgeTPU, as TF-Slim's `nets/mobilenet/mobilenet_v3.py` builds them.
+
+- MobileNet V3: Howard et al. 2019, "Searching for MobileNetV3" (arXiv:1905.02244): inverted
+  residuals (`mobilenet_blocks.ExpandedConv`) with squeeze-excite gated by a hard sigmoid,
+  hard-swish in the later layers, and a head that pools before its last 1x1 convolution: conv to
+  960 (Large) / 576 (Small) with BatchNorm, average pool, biased conv to 1280 / 1024 without
+  BatchNorm, dropout, logits.
+- Minimalistic V3 (Slim's `large_minimalistic`/`small_minimalistic`): the same widths without
+  squeeze-excite, hard-swish or 5x5 kernels (`minimalistic()` derives the tables).
+- MobileNet EdgeTPU (Gupta & Tan 2019, "MobileNetEdgeTPU", Google AI blog; Slim's `V3_EDGETPU`):
+  fused inverted bottlenecks (one full 3x3 conv instead of 1x1 + depthwise) in the early stages,
+  ReLU throughout, and a 1x1 conv to 1280 with BatchNorm before the pool.
+
+BatchNorm: decay 0.997, epsilon 0.001 (Slim's mobilenet training_scope). Widths scale with
+`make_divisible(width * depth_multiplier, 8)`; expansion widths follow from the input width, and
+`finegrain_classification_mode` keeps the network's last convolution unscaled. Parameter paths
+and end_points follow Slim's scopes: `Conv`, `expanded_conv`, `expanded_conv_1`, ..., `Conv_1`,
+`Conv_2`, `Logits`; `layer_1` (stem) ... `layer_N`, `global_pool`.
+
+Parameters at 1000 classes: 5,483,032 (Large) and 2,542,856 (Small), exactly torchvision's:
+Slim's expansion widths `make_divisible(c_in * t, 8)` and squeeze widths `make_divisible(c / 4, 8)`
+come out as torchvision's listed ones, and torchvision's `Linear(960, 1280)` classifier layer has
+the parameters of Slim's biased 1x1 `Conv_2`.
+"""
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, ClassVar, NamedTuple
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from nets.layers import Conv
+from nets.mobilenet_blocks import ConvBN, ExpandedConv, make_divisible
+
+ModuleDef = Any
+
+
+class BlockDef(NamedTuple):
+    """One `expanded_conv`: Slim's `mbv3_op(ef, n, k, s, act, se)` / `mbv3_fused`."""
+
+    expansion: float
+    filters: int
+    kernel_size: int
+    strides: int = 1
+    se: bool = False  # squeeze-excite after the depthwise convolution
+    hswish: bool = False  # hard-swish instead of ReLU inside the block
+    fused: bool = False
+    residual: bool = True
+
+
+def minimalistic(blocks: Sequence[BlockDef]) -> tuple[BlockDef, ...]:
+    """Slim's minimalistic tables: no squeeze-excite, no hard-swish, 3x3 kernels only."""
+    return tuple(b._replace(se=False, hswish=False, kernel_size=3) for b in blocks)
+
+
+V3_LARGE = (
+    BlockDef(1, 16, 3),
+    BlockDef(4, 24, 3, 2),
+    BlockDef(3, 24, 3),
+    BlockDef(3, 40, 5, 2, se=True),
+    BlockDef(3, 40, 5, se=True),
+    BlockDef(3, 40, 5, se=True),
+    BlockDef(6, 80, 3, 2, hswish=True),
+    BlockDef(2.5, 80, 3, hswish=True),
+    BlockDef(184 / 80, 80, 3, hswish=True),
+    BlockDef(184 / 80, 80, 3, hswish=True),
+    BlockDef(6, 112, 3, se=True, hswish=True),
+    BlockDef(6, 112, 3, se=True, hswish=True),
+    BlockDef(6, 160, 5, 2, se=True, hswish=True),
+    BlockDef(6, 160, 5, se=True, hswish=True),
+    BlockDef(6, 160, 5, se=True, hswish=True),
+)
+V3_SMALL = (
+    BlockDef(1, 16, 3, 2, se=True),
+    BlockDef(72 / 16, 24, 3, 2),
+    BlockDef(88 / 24, 24, 3),
+    BlockDef(4, 40, 5, 2, se=True, hswish=True),
+    BlockDef(6, 40, 5, se=True, hswish=True),
+    BlockDef(6, 40, 5, se=True, hswish=True),
+    BlockDef(3, 48, 5, se=True, hswish=True),
+    BlockDef(3, 48, 5, se=True, hswish=True),
+    BlockDef(6, 96, 5, 2, se=True, hswish=True),
+    BlockDef(6, 96, 5, se=True, hswish=True),
+    BlockDef(6, 96, 5, se=True, hswish=True),
+)
+V3_EDGETPU = (
+    BlockDef(1, 16, 3, fused=True),  # 32 -> 32 is no expansion: only the 1x1 projection remains
+    BlockDef(8, 32, 3, 2, fused=True),
+    BlockDef(4, 32, 3, fused=True),
+    BlockDef(4, 32, 3, fused=True),
+    BlockDef(4, 32, 3, fused=True),
+    BlockDef(8, 48, 3, 2, fused=True),
+    BlockDef(4, 48, 3, fused=True),
+    BlockDef(4, 48, 3, fused=True),
+    BlockDef(4, 48, 3, fused=True),
+    BlockDef(8, 96, 3, 2),
+    BlockDef(4, 96, 3),
+    BlockDef(4, 96, 3),
+    BlockDef(4, 96, 3),
+    BlockDef(8, 96, 3, residual=False),
+    BlockDef(4, 96, 3),
+    BlockDef(4, 96, 3),
+    BlockDef(4, 96, 3),
+    BlockDef(8, 160, 5, 2),
+    BlockDef(4, 160, 5),
+    BlockDef(4, 160, 5),
+    BlockDef(4, 160, 5),
+    BlockDef(8, 192, 3),
+)
+
+
+class MobileNetV3(nn.Module):
+    """MobileNet V3 / EdgeTPU for 224x224 images.
+
+    Layers: a 3x3 stride-2 stem conv (`stem_filters`), the `blocks`, a 1x1 conv with BatchNorm to
+    `head_filters`, global average pooling, then (V3 only) a biased 1x1 conv without BatchNorm to
+    `last_filters`. Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled
+    features `[batch, channels]` when `num_classes` is 0 or None. End points: Slim's `layer_<i>`
+    (`layer_1` is also `stem`; with `last_filters` the pool and the last conv are layers too),
+    `global_pool` (`[batch, 1, 1, c]`), `pre_logits`, and `logits`/`predictions`.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    blocks: Sequence[BlockDef]
+    head_filters: int
+    last_filters: int | None  # None: no conv after the pool (EdgeTPU)
+    stem_filters: int = 16
+    hard_swish: bool = True  # in the stem and head convolutions; blocks choose their own
+    num_classes: int | None = 1000
+    depth_multiplier: float = 1.0
+    finegrain_classification_mode: bool = False
+    dropout_rate: float = 0.2  # Slim's mobilenet training_scope: dropout_keep_prob=0.8
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    def depth(self, channels: int) -> int:
+        """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
+        return make_divisible(channels * self.depth_multiplier, 8)
+
+    def last_width(self, channels: int) -> int:
+        """The network's last convolution: unscaled in finegrain classification mode."""
+        return channels if self.finegrain_classification_mode else self.depth(channels)
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        if self.depth_multiplier <= 0:
+            raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
+        conv = partial(self.conv, padding="SAME", dtype=self.dtype)
+        norm = partial(
+            nn.BatchNorm,
+            use_running_average=not train,
+            momentum=0.997,
+            epsilon=0.001,
+            dtype=self.dtype,
+        )
+        act = nn.hard_swish if self.hard_swish else nn.relu
+        layer = partial(ConvBN, conv=conv, norm=norm, act=act)
+        # Slim's finegrain mode exempts the last op of the spec from the multiplier.
+        if self.last_filters:
+            head, last = self.depth(self.head_filters), self.last_width(self.last_filters)
+        else:
+            head, last = self.last_width(self.head_filters), None
+
+        x = layer(self.depth(self.stem_filters), 3, strides=2, name="Conv")(
+            jnp.asarray(x, self.dtype)
+        )
+        end_points = {"layer_1": x, "stem": x}
+        n = len(self.blocks)
+        for i, b in enumerate(self.blocks):
+            x = ExpandedConv(
+                self.depth(b.filters),
+                b.expansion,
+                conv=conv,
+                norm=norm,
+                act=nn.hard_swish if b.hswish else nn.relu,
+                kernel_size=b.kernel_size,
+                strides=b.strides,
+                squeeze_excite=b.se,
+                fused=b.fused,
+                residual=b.residual,
+                name=f"expanded_conv_{i}" if i else "expanded_conv",
+            )(x)
+            end_points[f"layer_{i + 2}"] = x
+        x = layer(head, 1, name="Conv_1")(x)
+        end_points[f"layer_{n + 2}"] = x
+
+        x = jnp.mean(x, axis=(1, 2), keepdims=True)
+        if last:  # in Slim's V3 specs the pool and this conv are layers of their own
+            end_points[f"layer_{n + 3}"] = x
+            x = layer(last, 1, norm=None, name="Conv_2")(x)
+            end_points[f"layer_{n + 4}"] = x
+        end_points["global_pool"] = x
+        x = x[:, 0, 0, :]
+        end_points["pre_logits"] = x
+        if not self.num_classes:
+            return x, end_points
+        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+        x = nn.Dense(self.num_classes, dtype=self.dtype, name="Logits")(x)
+        end_points["logits"] = x
+        end_points["predictions"] = nn.softmax(x)
+        return x, end_points
+
+
+V3_LARGE_MINIMALISTIC = minimalistic(V3_LARGE)
+V3_SMALL_MINIMALISTIC = minimalistic(V3_SMALL)
+
+mobilenet_v3_large = partial(MobileNetV3, blocks=V3_LARGE, head_filters=960, last_filters=1280)
+mobilenet_v3_small = partial(MobileNetV3, blocks=V3_SMALL, head_filters=576, last_filters=1024)
+mobilenet_v3_large_minimalistic = partial(
+    mobilenet_v3_large, blocks=V3_LARGE_MINIMALISTIC, hard_swish=False
+)
+mobilenet_v3_small_minimalistic = partial(
+    mobilenet_v3_small, blocks=V3_SMALL_MINIMALISTIC, hard_swish=False
+)
+mobilenet_edgetpu = partial(
+    MobileNetV3,
+    blocks=V3_EDGETPU,
+    head_filters=1280,
+    last_filters=None,
+    stem_filters=32,
+    hard_swish=False,
+)
+mobilenet_edgetpu_075 = partial(
+    mobilenet_edgetpu, depth_multiplier=0.75, finegrain_classification_mode=True
+)

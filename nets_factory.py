@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets import resnet
+from nets import inception_resnet_v2, inception_v1, inception_v2, inception_v3, inception_v4, resnet
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -48,6 +48,13 @@ networks_map: dict[str, functools.partial] = {
     "wide_resnet101_2": resnet.wide_resnet101_2,
     "resnext50_32x4d": resnet.resnext50_32x4d,
     "resnext101_32x8d": resnet.resnext101_32x8d,
+    # Inception (Slim's inception_v1 .. inception_resnet_v2, torchvision's googlenet).
+    "inception_v1": inception_v1.inception_v1,
+    "inception_v2": inception_v2.inception_v2,
+    "inception_v3": inception_v3.inception_v3,
+    "inception_v4": inception_v4.inception_v4,
+    "inception_resnet_v2": inception_resnet_v2.inception_resnet_v2,
+    "googlenet": inception_v1.googlenet,
 }
 
 

@@ -20,6 +20,11 @@ import jax.numpy as jnp
 from nets import (
     alexnet,
     cifarnet,
+    inception_resnet_v2,
+    inception_v1,
+    inception_v2,
+    inception_v3,
+    inception_v4,
     lenet,
     mobilenet_v1,
     mobilenet_v2,
@@ -90,6 +95,13 @@ networks_map: dict[str, functools.partial] = {
     "mobilenet_v3_large_minimalistic": mobilenet_v3.mobilenet_v3_large_minimalistic,
     "mobilenet_edgetpu": mobilenet_v3.mobilenet_edgetpu,
     "mobilenet_edgetpu_075": mobilenet_v3.mobilenet_edgetpu_075,
+    # Inception (Slim's inception_v1 .. inception_resnet_v2, torchvision's googlenet).
+    "inception_v1": inception_v1.inception_v1,
+    "inception_v2": inception_v2.inception_v2,
+    "inception_v3": inception_v3.inception_v3,
+    "inception_v4": inception_v4.inception_v4,
+    "inception_resnet_v2": inception_resnet_v2.inception_resnet_v2,
+    "googlenet": inception_v1.googlenet,
 }
 
 

@@ -1,0 +1,306 @@
+"""Building blocks the Inception networks share (Slim's `inception_utils.py` and more).
+
+Slim writes each mixed block as nested `variable_scope`s: `Mixed_5b/Branch_1/Conv2d_0b_5x5`. Here
+a block is data -- a tuple of branches, each a tuple of layers named exactly as Slim names them --
+and `Mixed`/`Branch` turn it into modules of the same names, so a Slim checkpoint's variables map
+one-to-one onto ours:
+
+    Slim variable                              here
+    <scope>/weights                            params     <scope>/conv/kernel
+    <scope>/BatchNorm/beta                     params     <scope>/BatchNorm/bias
+    <scope>/BatchNorm/moving_mean, _variance   batch_stats <scope>/BatchNorm/mean, var
+    <scope>/biases (layers without BatchNorm)  params     <scope>/bias, beside <scope>/kernel
+
+(The network scope, e.g. `InceptionV3/`, is dropped; a 1x1 logits convolution keeps Slim's
+`[1, 1, in, out]` kernel.) Pooling layers carry Slim's names in the tables for reading only: they
+have no variables.
+"""
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ModuleDef = Any
+
+# Slim's inception_arg_scope initialises convolutions with `variance_scaling_initializer()`: He
+# et al.'s fan-in scaling from a truncated normal. (Slim overrides it layer by layer with
+# truncated normals of hand-picked widths; every such layer feeds a BatchNorm, which undoes the
+# kernel's scale, so one initialiser serves.)
+he_fan_in = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
+
+
+def keep_depth(features: int) -> int:
+    """The width function of networks without a depth multiplier."""
+    return features
+
+
+def depth_fn(depth_multiplier: float, min_depth: int) -> Callable[[int], int]:
+    """Slim's `depth(d) = max(int(d * depth_multiplier), min_depth)` (inception_v2/v3)."""
+    if depth_multiplier <= 0:
+        raise ValueError(f"depth_multiplier must be greater than zero; got {depth_multiplier}")
+    if depth_multiplier == 1.0:
+        return keep_depth  # every Inception width is >= 16, so min_depth never binds at 1.0
+    return functools.partial(_thinned, depth_multiplier=depth_multiplier, min_depth=min_depth)
+
+
+def _thinned(features: int, depth_multiplier: float, min_depth: int) -> int:
+    return max(int(features * depth_multiplier), min_depth)
+
+
+class ConvBN(nn.Module):
+    """Slim's `conv2d` under the inception arg_scope: a bias-free convolution, BatchNorm, ReLU.
+
+    torchvision's `BasicConv2d` is the same layer; it names its norm `bn` (`norm_name`).
+    """
+
+    features: int
+    kernel_size: tuple[int, int]
+    conv: ModuleDef
+    norm: ModuleDef
+    strides: int = 1
+    padding: str | int = "SAME"
+    norm_name: str = "BatchNorm"
+
+    @nn.compact
+    def __call__(self, x):
+        x = self.conv(
+            self.features,
+            self.kernel_size,
+            (self.strides, self.strides),
+            padding=self.padding,
+            use_bias=False,
+            name="conv",
+        )(x)
+        return nn.relu(self.norm(name=self.norm_name)(x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Builder:
+    """What turns the layer tables into modules, bound once per call by the network.
+
+    conv_bn: `ConvBN` with the network's convolution and BatchNorm settings.
+    conv: the plain convolution (dtype and initialiser bound) for layers without BatchNorm.
+    depth: the width function (Slim's `depth()`), applied to every `Conv2d` of a table.
+    """
+
+    conv_bn: ModuleDef
+    conv: ModuleDef
+    depth: Callable[[int], int] = keep_depth
+
+
+def slim_builder(
+    conv: ModuleDef, dtype: Any, train: bool, depth: Callable[[int], int] = keep_depth
+) -> Builder:
+    """Slim's `inception_arg_scope` (and `inception_resnet_v2_arg_scope`, the same by default).
+
+    Every `conv2d` is bias-free, followed by BatchNorm (decay 0.9997, epsilon 0.001, no scale:
+    `beta` only) and ReLU. Batch statistics in training, running averages otherwise.
+    """
+    norm = functools.partial(
+        nn.BatchNorm,
+        use_running_average=not train,
+        momentum=0.9997,
+        epsilon=1e-3,
+        use_scale=False,
+        dtype=dtype,
+    )
+    conv = functools.partial(conv, dtype=dtype, kernel_init=he_fan_in)
+    return Builder(conv_bn=functools.partial(ConvBN, conv=conv, norm=norm), conv=conv, depth=depth)
+
+
+# Layers as data. Each is called as `layer(x, builder)` inside a module's compact method, so the
+# modules it makes are that module's children.
+
+
+def _pair(k: int | tuple[int, int]) -> tuple[int, int]:
+    return (k, k) if isinstance(k, int) else tuple(k)
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2d:
+    """A `ConvBN` of `builder.depth(features)` channels named `name`; `padding` as flax takes it."""
+
+    name: str
+    features: int
+    kernel: int | tuple[int, int]
+    stride: int = 1
+    padding: str | int = "SAME"
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        return builder.conv_bn(
+            builder.depth(self.features),
+            _pair(self.kernel),
+            strides=self.stride,
+            padding=self.padding,
+            name=self.name,
+        )(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxPool:
+    name: str
+    window: int
+    stride: int = 1
+    padding: str = "SAME"
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        del builder
+        return nn.max_pool(x, _pair(self.window), _pair(self.stride), self.padding)
+
+
+@dataclasses.dataclass(frozen=True)
+class AvgPool:
+    """Average pooling as TensorFlow computes it: SAME padding is left out of each average."""
+
+    name: str
+    window: int
+    stride: int = 1
+    padding: str = "SAME"
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        del builder
+        return nn.avg_pool(
+            x, _pair(self.window), _pair(self.stride), self.padding, count_include_pad=False
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Concat:
+    """Parallel layers on one input, concatenated on channels (Inception v3's 1x3 | 3x1 pairs)."""
+
+    layers: tuple[Any, ...]
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        return jnp.concatenate([layer(x, builder) for layer in self.layers], axis=-1)
+
+
+class Branch(nn.Module):
+    """A sequence of layers in its own scope (Slim's `Branch_N`, torchvision's `branchN`)."""
+
+    layers: tuple[Any, ...]
+    builder: Builder
+
+    @nn.compact
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x, self.builder)
+        return x
+
+
+def concat_branches(branches: tuple, x: jax.Array, builder: Builder) -> jax.Array:
+    """`Branch_0`, `Branch_1`, ... of the calling module on `x`, concatenated on channels."""
+    outputs = [Branch(layers, builder, name=f"Branch_{i}")(x) for i, layers in enumerate(branches)]
+    return jnp.concatenate(outputs, axis=-1)
+
+
+class MixedBlock(nn.Module):
+    """Slim's mixed block: a scope (`Mixed_5b`) holding parallel branches, concatenated."""
+
+    branches: tuple[tuple[Any, ...], ...]
+    builder: Builder
+
+    @nn.compact
+    def __call__(self, x):
+        return concat_branches(self.branches, x, self.builder)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mixed:
+    name: str
+    branches: tuple[tuple[Any, ...], ...]
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        return MixedBlock(self.branches, builder, name=self.name)(x)
+
+
+def run_layers(
+    layers: tuple, x: jax.Array, builder: Builder, stem: str
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Applies a network's table of named layers, recording each output under its Slim name.
+
+    `stem` names the layer whose output is also the `stem` end point.
+    """
+    end_points = {}
+    for layer in layers:
+        x = layer(x, builder)
+        end_points[layer.name] = x
+        if layer.name == stem:
+            end_points["stem"] = x
+    return x, end_points
+
+
+class Logits(nn.Module):
+    """Slim's `Logits` scope on pooled features `[batch, channels]`: dropout, then the class layer.
+
+    Inception v1-v3 classify with a 1x1 convolution (`Conv2d_0c_1x1`, `Conv2d_1c_1x1`; kernel
+    `[1, 1, channels, classes]` as in Slim), v4 and Inception-ResNet-v2 with a dense layer.
+    """
+
+    num_classes: int
+    layer_name: str
+    dropout_rate: float
+    builder: Builder
+    fully_connected: bool = False
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+        if self.fully_connected:
+            return nn.Dense(self.num_classes, dtype=self.dtype, name=self.layer_name)(x)
+        conv = self.builder.conv(self.num_classes, (1, 1), use_bias=True, name=self.layer_name)
+        return conv(x[:, None, None, :])[:, 0, 0, :]
+
+
+class AuxLogits(nn.Module):
+    """Slim's auxiliary classifier on the 17x17 map (Inception v3, v4, Inception-ResNet-v2).
+
+    5x5 average pooling with stride 3 (VALID), a 1x1 `ConvBN` to 128 channels, a VALID `ConvBN` to
+    768 channels whose kernel covers the remaining map (capped at `max_kernel`, Slim's
+    `_reduced_kernel_size_for_small_input` in v3), then the class layer. At the default image size
+    the map is 5x5 and the result 1x1; any larger map left is averaged away.
+    """
+
+    num_classes: int
+    builder: Builder
+    kernel_name: str  # Slim's scope of the 768-channel layer; `{0}x{1}` takes its kernel size
+    logits_name: str
+    fully_connected: bool
+    max_kernel: int | None = None
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.avg_pool(x, (5, 5), strides=(3, 3), padding="VALID")
+        x = Conv2d("Conv2d_1b_1x1", 128, 1)(x, self.builder)
+        kernel = tuple(min(size, self.max_kernel or size) for size in x.shape[1:3])
+        name = self.kernel_name.format(*kernel)
+        x = Conv2d(name, 768, kernel, padding="VALID")(x, self.builder)
+        if self.fully_connected:  # Slim flattens; the map is 1x1 unless max_kernel cut it short
+            x = jnp.mean(x, axis=(1, 2))
+            return nn.Dense(self.num_classes, dtype=self.dtype, name=self.logits_name)(x)
+        x = self.builder.conv(self.num_classes, (1, 1), use_bias=True, name=self.logits_name)(x)
+        return jnp.mean(x, axis=(1, 2))
+
+
+def classify(
+    x: jax.Array, end_points: dict[str, jax.Array], logits: Logits | None, train: bool
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Global average pooling to `pre_logits`, then `logits` (if any) and `predictions`.
+
+    Slim pools with a fixed window (`AvgPool_0a_7x7`, `AvgPool_1a_8x8`) sized to reduce the default
+    image's map to 1x1; the global mean is the same there and works at every input size.
+    """
+    x = jnp.mean(x, axis=(1, 2))
+    end_points["pre_logits"] = x
+    if logits is None:
+        return x, end_points
+    x = logits(x, train)
+    end_points["logits"] = x
+    end_points["predictions"] = nn.softmax(x)
+    return x, end_points

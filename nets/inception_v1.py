@@ -1,0 +1,288 @@
+"""Inception v1 (GoogLeNet): Slim's `inception_v1` and torchvision's `googlenet`.
+
+Szegedy et al. 2014, "Going Deeper with Convolutions" (arXiv:1409.4842), with BatchNorm after
+every convolution as both libraries build it.
+
+Both networks live in this file because they are one network: the same stem and the same nine
+inception modules of the same widths (`_MODULES` below). Both put a 3x3, not the paper's 5x5,
+convolution in the third branch (torchvision calls this a known bug, pytorch/vision#906). They
+differ in what a checkpoint sees and in details that follow from it:
+
+- `InceptionV1` is Slim's: Slim's scope names (`Mixed_3b/Branch_1/Conv2d_0b_3x3`, with Slim's
+  `Mixed_5b/Branch_2/Conv2d_0a_3x3` typo kept), BatchNorm without scale, TensorFlow SAME padding.
+- `GoogLeNet` is torchvision's: its module names (`inception3a/branch2/1`), BatchNorm with scale
+  (torchvision's `BasicConv2d`, eps 0.001), symmetric padding, ceil-mode max pooling, and the two
+  optional auxiliary classifiers, off by default as in torchvision's published model.
+"""
+
+import functools
+import math
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets.inception_utils import (
+    Branch,
+    Builder,
+    Conv2d,
+    ConvBN,
+    Logits,
+    MaxPool,
+    Mixed,
+    classify,
+    depth_fn,
+    run_layers,
+    slim_builder,
+)
+from nets.layers import Conv
+
+ModuleDef = Any
+
+# (Slim's name, torchvision's name, widths): the 1x1 branch; the 3x3 branch's reduction and
+# output; the second "5x5" branch's reduction and output (a 3x3 convolution); the pool projection.
+_MODULES = (
+    ("Mixed_3b", "inception3a", (64, 96, 128, 16, 32, 32)),
+    ("Mixed_3c", "inception3b", (128, 128, 192, 32, 96, 64)),
+    ("Mixed_4b", "inception4a", (192, 96, 208, 16, 48, 64)),
+    ("Mixed_4c", "inception4b", (160, 112, 224, 24, 64, 64)),
+    ("Mixed_4d", "inception4c", (128, 128, 256, 24, 64, 64)),
+    ("Mixed_4e", "inception4d", (112, 144, 288, 32, 64, 64)),
+    ("Mixed_4f", "inception4e", (256, 160, 320, 32, 128, 128)),
+    ("Mixed_5b", "inception5a", (256, 160, 320, 32, 128, 128)),
+    ("Mixed_5c", "inception5b", (384, 192, 384, 48, 128, 128)),
+)
+
+
+def _slim_mixed(name: str, widths: tuple[int, ...]) -> Mixed:
+    w0, w1a, w1b, w2a, w2b, w3 = widths
+    # Slim names this layer Conv2d_0a_3x3 in Mixed_5b alone; its checkpoints carry the typo.
+    branch2_name = "Conv2d_0a_3x3" if name == "Mixed_5b" else "Conv2d_0b_3x3"
+    return Mixed(
+        name,
+        (
+            (Conv2d("Conv2d_0a_1x1", w0, 1),),
+            (Conv2d("Conv2d_0a_1x1", w1a, 1), Conv2d("Conv2d_0b_3x3", w1b, 3)),
+            (Conv2d("Conv2d_0a_1x1", w2a, 1), Conv2d(branch2_name, w2b, 3)),
+            (MaxPool("MaxPool_0a_3x3", 3), Conv2d("Conv2d_0b_1x1", w3, 1)),
+        ),
+    )
+
+
+_SLIM_MODULES = {name: _slim_mixed(name, widths) for name, _, widths in _MODULES}
+
+# Slim's inception_v1_base: SAME padding throughout.
+_INCEPTION_V1 = (
+    Conv2d("Conv2d_1a_7x7", 64, 7, stride=2),
+    MaxPool("MaxPool_2a_3x3", 3, stride=2),
+    Conv2d("Conv2d_2b_1x1", 64, 1),
+    Conv2d("Conv2d_2c_3x3", 192, 3),
+    MaxPool("MaxPool_3a_3x3", 3, stride=2),
+    _SLIM_MODULES["Mixed_3b"],
+    _SLIM_MODULES["Mixed_3c"],
+    MaxPool("MaxPool_4a_3x3", 3, stride=2),
+    *(_SLIM_MODULES[f"Mixed_4{c}"] for c in "bcdef"),
+    MaxPool("MaxPool_5a_2x2", 2, stride=2),
+    _SLIM_MODULES["Mixed_5b"],
+    _SLIM_MODULES["Mixed_5c"],
+)
+
+
+class InceptionV1(nn.Module):
+    """Slim's Inception v1 (BN-GoogLeNet), default image size 224.
+
+    Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_7x7` ... `Mixed_5c`) plus
+    `stem` (`MaxPool_3a_3x3`), `pre_logits`, `logits`, `predictions`. Dropout (Slim's keep_prob
+    0.8) precedes the 1x1 logits convolution `Logits/Conv2d_0c_1x1`.
+
+    `depth_multiplier` and `min_depth` are not Slim's for v1: they thin every convolution as in
+    Slim's inception_v2/v3 (`max(int(d * depth_multiplier), min_depth)`), for small test networks.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.2
+    depth_multiplier: float = 1.0
+    min_depth: int = 16
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        depth = depth_fn(self.depth_multiplier, self.min_depth)
+        builder = slim_builder(self.conv, self.dtype, train, depth)
+        x = jnp.asarray(x, self.dtype)
+        x, end_points = run_layers(_INCEPTION_V1, x, builder, stem="MaxPool_3a_3x3")
+        logits = None
+        if self.num_classes:
+            logits = Logits(
+                self.num_classes, "Conv2d_0c_1x1", self.dropout_rate, builder, name="Logits"
+            )
+        return classify(x, end_points, logits, train)
+
+
+def max_pool_ceil(x: jax.Array, window: int, stride: int, padding: int = 0) -> jax.Array:
+    """PyTorch's `MaxPool2d(window, stride, padding, ceil_mode=True)` on NHWC input.
+
+    Ceil mode keeps a last, partial window as long as it starts inside the input (or the left
+    padding); the extra right padding is -inf, so it never wins the max.
+    """
+    pads = []
+    for size in x.shape[1:3]:
+        out = math.ceil((size + 2 * padding - window) / stride) + 1
+        if (out - 1) * stride >= size + padding:
+            out -= 1
+        pads.append((padding, (out - 1) * stride + window - size - padding))
+    return nn.max_pool(x, (window, window), (stride, stride), pads)
+
+
+def adaptive_avg_pool(x: jax.Array, size: int) -> jax.Array:
+    """PyTorch's `adaptive_avg_pool2d(x, size)` on NHWC input.
+
+    Output bin i averages rows [floor(i * n / size), ceil((i + 1) * n / size)), likewise columns.
+    """
+    for axis in (1, 2):
+        n = x.shape[axis]
+        bins = [
+            jnp.mean(
+                jax.lax.slice_in_dim(x, (i * n) // size, -((-(i + 1) * n) // size), axis=axis),
+                axis=axis,
+                keepdims=True,
+            )
+            for i in range(size)
+        ]
+        x = jnp.concatenate(bins, axis=axis)
+    return x
+
+
+class TorchInception(nn.Module):
+    """torchvision's `Inception` module: `branch1`, and `branch2`..`branch4` as sequences."""
+
+    widths: tuple[int, ...]
+    builder: Builder
+
+    @nn.compact
+    def __call__(self, x):
+        w0, w1a, w1b, w2a, w2b, w3 = self.widths
+        b = self.builder
+        branches = (
+            Conv2d("branch1", w0, 1)(x, b),
+            Branch((Conv2d("0", w1a, 1), Conv2d("1", w1b, 3, padding=1)), b, name="branch2")(x),
+            # The "5x5" branch: torchvision and Slim both use a 3x3 convolution here.
+            Branch((Conv2d("0", w2a, 1), Conv2d("1", w2b, 3, padding=1)), b, name="branch3")(x),
+            # MaxPool2d(3, stride=1, padding=1, ceil_mode=True) keeps the size, as SAME does.
+            Branch((MaxPool("0", 3), Conv2d("1", w3, 1)), b, name="branch4")(x),
+        )
+        return jnp.concatenate(branches, axis=-1)
+
+
+class TorchInceptionAux(nn.Module):
+    """torchvision's `InceptionAux`: 4x4 adaptive pooling, 1x1 conv to 128, fc 1024, dropout 0.7."""
+
+    num_classes: int
+    builder: Builder
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        x = adaptive_avg_pool(x, 4)
+        x = Conv2d("conv", 128, 1)(x, self.builder)
+        # Flatten channels first, as PyTorch's NCHW does, so `fc1` maps onto torchvision's weight.
+        x = jnp.transpose(x, (0, 3, 1, 2)).reshape(x.shape[0], -1)
+        x = nn.relu(nn.Dense(1024, dtype=self.dtype, name="fc1")(x))
+        x = nn.Dropout(0.7, deterministic=not train)(x)
+        return nn.Dense(self.num_classes, dtype=self.dtype, name="fc2")(x)
+
+
+_TORCH_BODY = (
+    "inception3a",
+    "inception3b",
+    "maxpool3",
+    *(f"inception4{c}" for c in "abcde"),
+    "maxpool4",
+    "inception5a",
+    "inception5b",
+)
+# Where torchvision's auxiliary heads branch off: module name, output name.
+_TORCH_AUX = {"inception4a": ("aux1", "aux_logits1"), "inception4d": ("aux2", "aux_logits2")}
+
+
+class GoogLeNet(nn.Module):
+    """torchvision's `googlenet`, default image size 224 (6,624,904 parameters at 1000 classes).
+
+    Module names follow torchvision's state dict (`conv1/conv`, `conv1/bn`, `inception3a/branch2/1`,
+    `fc`), so its weights map one-to-one. End points: torchvision's module names (`conv1`,
+    `maxpool1`, ..., `inception5b`) plus `stem` (`maxpool2`), `pre_logits`, `logits`,
+    `predictions`. With `aux_logits=True`, training also gives `aux_logits1` (on `inception4a`)
+    and `aux_logits2` (on `inception4d`), torchvision's `GoogLeNetOutputs` names; `init` always
+    creates their parameters. torchvision's `transform_input` is preprocessing and is not here.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.2
+    aux_logits: bool = False
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        norm = functools.partial(
+            nn.BatchNorm,
+            use_running_average=not train,
+            momentum=0.9,  # PyTorch's momentum 0.1
+            epsilon=1e-3,
+            dtype=self.dtype,
+        )
+        conv = functools.partial(
+            self.conv, dtype=self.dtype, kernel_init=nn.initializers.truncated_normal(0.01)
+        )
+        builder = Builder(
+            conv_bn=functools.partial(ConvBN, conv=conv, norm=norm, norm_name="bn"), conv=conv
+        )
+        modules = {torch_name: widths for _, torch_name, widths in _MODULES}
+        with_aux = bool(self.num_classes) and self.aux_logits
+        end_points = {}
+
+        def record(name, y):
+            end_points[name] = y
+            return y
+
+        x = jnp.asarray(x, self.dtype)
+        x = record("conv1", Conv2d("conv1", 64, 7, stride=2, padding=3)(x, builder))
+        x = record("maxpool1", max_pool_ceil(x, 3, 2))
+        x = record("conv2", Conv2d("conv2", 64, 1)(x, builder))
+        x = record("conv3", Conv2d("conv3", 192, 3, padding=1)(x, builder))
+        x = record("maxpool2", max_pool_ceil(x, 3, 2))
+        end_points["stem"] = x
+        for name in _TORCH_BODY:
+            if name.startswith("maxpool"):
+                window = 2 if name == "maxpool4" else 3
+                x = record(name, max_pool_ceil(x, window, 2))
+                continue
+            x = record(name, TorchInception(modules[name], builder, name=name)(x))
+            # The auxiliary heads run while initialising even in eval mode, so that train and
+            # eval variables always match; their logits are end points in training only.
+            if name in _TORCH_AUX and with_aux and (train or self.is_initializing()):
+                head_name, end_point = _TORCH_AUX[name]
+                head = TorchInceptionAux(self.num_classes, builder, self.dtype, name=head_name)
+                aux = head(x, train)
+                if train:
+                    end_points[end_point] = aux
+
+        x = jnp.mean(x, axis=(1, 2))
+        end_points["pre_logits"] = x
+        if not self.num_classes:
+            return x, end_points
+        x = nn.Dropout(self.dropout_rate, deterministic=not train, name="dropout")(x)
+        x = nn.Dense(self.num_classes, dtype=self.dtype, name="fc")(x)
+        end_points["logits"] = x
+        end_points["predictions"] = nn.softmax(x)
+        return x, end_points
+
+
+inception_v1 = functools.partial(InceptionV1)
+googlenet = functools.partial(GoogLeNet)

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets import resnet
+from nets import nasnet, pnasnet, resnet
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -48,6 +48,12 @@ networks_map: dict[str, functools.partial] = {
     "wide_resnet101_2": resnet.wide_resnet101_2,
     "resnext50_32x4d": resnet.resnext50_32x4d,
     "resnext101_32x8d": resnet.resnext101_32x8d,
+    # NASNet-A (Zoph et al. 2018) and PNASNet-5 (Liu et al. 2018), Slim's nets/nasnet.
+    "nasnet_cifar": nasnet.nasnet_cifar,
+    "nasnet_mobile": nasnet.nasnet_mobile,
+    "nasnet_large": nasnet.nasnet_large,
+    "pnasnet_mobile": pnasnet.pnasnet_mobile,
+    "pnasnet_large": pnasnet.pnasnet_large,
 }
 
 

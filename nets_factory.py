@@ -29,7 +29,9 @@ from nets import (
     mobilenet_v1,
     mobilenet_v2,
     mobilenet_v3,
+    nasnet,
     overfeat,
+    pnasnet,
     resnet,
     vgg,
 )
@@ -102,6 +104,12 @@ networks_map: dict[str, functools.partial] = {
     "inception_v4": inception_v4.inception_v4,
     "inception_resnet_v2": inception_resnet_v2.inception_resnet_v2,
     "googlenet": inception_v1.googlenet,
+    # NASNet-A (Zoph et al. 2018) and PNASNet-5 (Liu et al. 2018), Slim's nets/nasnet.
+    "nasnet_cifar": nasnet.nasnet_cifar,
+    "nasnet_mobile": nasnet.nasnet_mobile,
+    "nasnet_large": nasnet.nasnet_large,
+    "pnasnet_mobile": pnasnet.pnasnet_mobile,
+    "pnasnet_large": pnasnet.pnasnet_large,
 }
 
 

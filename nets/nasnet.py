@@ -1,0 +1,224 @@
+"""NASNet-A: Zoph et al. 2018, "Learning Transferable Architectures for Scalable Image Recognition"
+(arXiv:1707.07012), as TF-Slim's `nets/nasnet/nasnet.py` builds it.
+
+A stack of searched Normal cells with a Reduction cell (stride 2, filters doubled) at 1/3 and 2/3
+of the depth. The ImageNet stem is a 3x3/2 convolution followed by two Reduction cells at 1/4 and
+1/2 of the filters; the CIFAR stem is one 3x3 convolution. The `NASNet` module also builds PNASNet
+(nets/pnasnet.py): one searched cell, strided where NASNet places its Reduction cells.
+
+Drop-path follows Slim: each operation's output (identity paths excepted) is dropped per example
+in training, with keep probability `1 - progress * (cell + 1) / total_cells * (1 -
+drop_path_keep_prob)`. Slim's `progress` is global step / total training steps, capped at 1; here
+it is the `drop_path_progress` call argument, 1.0 unless the training loop passes its own, e.g.
+`apply(..., drop_path_progress=jnp.minimum(1.0, step / total_steps))`.
+
+Published parameter counts (5.3M mobile, 88.9M large) leave out the auxiliary head, which `init`
+always creates: it adds 2.4M (mobile) and 4.6M (large) parameters, used in training only.
+"""
+
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets.layers import Conv
+from nets.nasnet_cells import AuxHead, Cell, CellSpec, slim_kernel_init
+
+ModuleDef = Any
+
+# Slim's NasNetANormalCell: outputs are every state but the previous cell's.
+NASNET_A_NORMAL = CellSpec(
+    combinations=(
+        ("separable_5x5_2", 0, "separable_3x3_2", 1),
+        ("separable_5x5_2", 1, "separable_3x3_2", 1),
+        ("avg_pool_3x3", 0, "none", 1),
+        ("avg_pool_3x3", 1, "avg_pool_3x3", 1),
+        ("separable_3x3_2", 0, "none", 0),
+    ),
+    outputs=(1, 2, 3, 4, 5, 6),
+)
+# Slim's NasNetAReductionCell: the combinations read by later ones (2 and 3) are not output.
+NASNET_A_REDUCTION = CellSpec(
+    combinations=(
+        ("separable_5x5_2", 0, "separable_7x7_2", 1),
+        ("max_pool_3x3", 0, "separable_7x7_2", 1),
+        ("avg_pool_3x3", 0, "separable_5x5_2", 1),
+        ("none", 3, "avg_pool_3x3", 2),
+        ("separable_3x3_2", 2, "max_pool_3x3", 0),
+    ),
+    outputs=(3, 4, 5, 6),
+)
+
+
+def reduction_layers(num_cells: int, num_reduction_layers: int) -> list[int]:
+    """The cells that reduce (Slim's `calc_reduction_layers`): evenly spaced, e.g. 18 -> [6, 12]."""
+    return [
+        int(i / (num_reduction_layers + 1) * num_cells) for i in range(1, num_reduction_layers + 1)
+    ]
+
+
+class NASNet(nn.Module):
+    """NASNet-A (and PNASNet, with `reduction_cell=None`) at ImageNet sizes.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features when
+    `num_classes` is 0 or None. End points, Slim's names: `Stem`, `Cell_0`.., `Reduction_Cell_0`..,
+    `global_pool`; `aux_logits` in training when `use_aux_head`; and the contract's `stem`,
+    `pre_logits`, `logits`, `predictions`.
+    """
+
+    default_image_size: ClassVar[int] = 331
+
+    num_cells: int  # normal cells, reductions and stem excluded
+    num_conv_filters: int  # filters per hidden state in the first stage
+    stem_multiplier: float
+    drop_path_keep_prob: float  # of the last cell, at the end of the drop-path schedule
+    # True: the cell after a reduction reads the reduction's older input, not the reduction's own
+    # input. (PNASNet has no separate reduction cells; both its configurations set True.)
+    skip_reduction_layer_input: bool
+    num_classes: int | None = 1000
+    normal_cell: CellSpec = NASNET_A_NORMAL
+    reduction_cell: CellSpec | None = NASNET_A_REDUCTION  # None: stride the normal cell instead
+    stem_type: str = "imagenet"  # or "cifar"
+    filter_scaling_rate: float = 2.0
+    num_reduction_layers: int = 2
+    dense_dropout_keep_prob: float = 0.5
+    use_aux_head: bool = True
+    bn_momentum: float = 0.9997  # Slim's nasnet_{mobile,large}_arg_scope
+    bn_epsilon: float = 1e-3
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @nn.compact
+    def __call__(self, x, train: bool = True, drop_path_progress: float | jax.Array = 1.0):
+        """Classifies images `x` [batch, height, width, 3].
+
+        `train` switches batch statistics, dropout, drop-path and the auxiliary head;
+        `drop_path_progress` in [0, 1] scales drop-path (see the module docstring).
+        """
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype, kernel_init=slim_kernel_init)
+        norm = partial(
+            nn.BatchNorm,
+            use_running_average=not train,
+            momentum=self.bn_momentum,
+            epsilon=self.bn_epsilon,
+            dtype=self.dtype,
+        )
+        reductions = reduction_layers(self.num_cells, self.num_reduction_layers)
+        num_stem_cells = 2 if self.stem_type == "imagenet" else 0
+        separate_reductions = len(reductions) if self.reduction_cell is not None else 0
+        total_cells = self.num_cells + separate_reductions + num_stem_cells
+
+        def cell(spec, filter_scaling, strides, cell_num, name):
+            # Slim scales drop-path by depth: (cell_num + 1) / total_cells reaches 1 at the top.
+            keep = 1.0 - (cell_num + 1) / total_cells * (1.0 - self.drop_path_keep_prob)
+            features = int(self.num_conv_filters * filter_scaling)
+            module = Cell(spec, features, strides, keep, conv, norm, name=name)
+            return partial(module, train=train, drop_path_progress=drop_path_progress)
+
+        end_points = {}
+        outputs = self._stem(jnp.asarray(x, self.dtype), cell, conv, norm)
+        x = end_points["Stem"] = end_points["stem"] = outputs[-1]
+
+        aux_cell = reductions[1] - 1 if len(reductions) >= 2 else None
+        filter_scaling, cell_num = 1.0, num_stem_cells
+        for i in range(self.num_cells):
+            reduce = i in reductions
+            if reduce:
+                filter_scaling *= self.filter_scaling_rate
+            prev = outputs[-2]
+            if reduce and self.reduction_cell is not None:
+                r = reductions.index(i)
+                x = cell(self.reduction_cell, filter_scaling, 2, cell_num, f"reduction_cell_{r}")(
+                    x, prev
+                )
+                end_points[f"Reduction_Cell_{r}"] = x
+                outputs.append(x)
+                cell_num += 1
+                if not self.skip_reduction_layer_input:
+                    prev = outputs[-2]  # the reduction cell's own input
+            strides = 2 if reduce and self.reduction_cell is None else 1
+            x = cell(self.normal_cell, filter_scaling, strides, cell_num, f"cell_{i}")(x, prev)
+            end_points[f"Cell_{i}"] = x
+            outputs.append(x)
+            cell_num += 1
+            if i == aux_cell and self.use_aux_head and self.num_classes and train:
+                aux = AuxHead(self.num_classes, conv, norm, self.dtype, name=f"aux_{i}")
+                end_points["aux_logits"] = aux(nn.relu(x))
+
+        x = jnp.mean(nn.relu(x), axis=(1, 2))
+        end_points["global_pool"] = end_points["pre_logits"] = x
+        if not self.num_classes:
+            return x, end_points
+        x = nn.Dropout(1.0 - self.dense_dropout_keep_prob, deterministic=not train)(x)
+        x = nn.Dense(
+            self.num_classes, dtype=self.dtype, kernel_init=slim_kernel_init, name="final_layer"
+        )(x)
+        end_points["logits"] = x
+        end_points["predictions"] = nn.softmax(x)
+        return x, end_points
+
+    def _stem(self, x, cell, conv, norm):
+        """The stem's outputs, oldest first; `None` is the first cell's missing older input."""
+        if self.stem_type == "cifar":
+            filters = int(self.num_conv_filters * self.stem_multiplier)
+            x = conv(filters, (3, 3), name="l1_stem_3x3")(x)
+            return [None, norm(name="l1_stem_bn")(x)]
+        if self.stem_type != "imagenet":
+            raise ValueError(f"stem_type must be 'imagenet' or 'cifar', got {self.stem_type!r}")
+        filters = int(32 * self.stem_multiplier)
+        x = conv(filters, (3, 3), (2, 2), padding="VALID", name="conv0")(x)
+        outputs = [None, norm(name="conv0_bn")(x)]
+        # Two reduction cells (PNASNet: strided normal cells) at 1/4 and 1/2 of the filters.
+        stem_cell = self.normal_cell if self.reduction_cell is None else self.reduction_cell
+        for i in range(2):
+            scaling = self.filter_scaling_rate ** (i - 2)
+            outputs.append(
+                cell(stem_cell, scaling, 2, i, f"cell_stem_{i}")(outputs[-1], outputs[-2])
+            )
+        return outputs
+
+
+class NASNetMobile(NASNet):
+    default_image_size: ClassVar[int] = 224
+
+
+class NASNetCifar(NASNet):
+    """The CIFAR-10 NASNet-A: a single-convolution stem, Slim's nasnet_cifar_arg_scope."""
+
+    default_image_size: ClassVar[int] = 32
+
+    num_classes: int | None = 10
+    stem_type: str = "cifar"
+    dense_dropout_keep_prob: float = 1.0
+    bn_momentum: float = 0.9
+    bn_epsilon: float = 1e-5
+
+
+# Slim's cifar_config, mobile_imagenet_config and large_imagenet_config (NASNet-A 6@768,
+# 4@1056 and 6@4032 in the paper's "N @ penultimate filters" notation).
+nasnet_cifar = partial(
+    NASNetCifar,
+    num_cells=18,
+    num_conv_filters=32,
+    stem_multiplier=3.0,
+    drop_path_keep_prob=0.6,
+    skip_reduction_layer_input=False,
+)
+nasnet_mobile = partial(
+    NASNetMobile,
+    num_cells=12,
+    num_conv_filters=44,
+    stem_multiplier=1.0,
+    drop_path_keep_prob=1.0,
+    skip_reduction_layer_input=False,
+)
+nasnet_large = partial(
+    NASNet,
+    num_cells=18,
+    num_conv_filters=168,
+    stem_multiplier=3.0,
+    drop_path_keep_prob=0.7,
+    skip_reduction_layer_input=True,
+)

@@ -12,6 +12,7 @@ import pytest
 import nets_factory
 from nets import inception_resnet_v2, inception_utils, inception_v1, inception_v2
 from nets.layers import Conv
+from tests.helpers import numpy_variables
 
 # Trainable parameters at 1000 classes, as `init` creates them (auxiliary heads included).
 #
@@ -276,21 +277,6 @@ def test_bfloat16_computes_in_bfloat16():
 # Real computation, on thinned networks and blocks at tiny sizes only: compiling the whole of even
 # a thinned Inception for a backward pass takes half a minute on CPU, and compiling `init` (its
 # random initialisers) as long as the forward pass, so these tests draw their variables in numpy.
-
-
-def numpy_variables(abstract_variables, seed=0):
-    """Real values for abstract variables without compiling `init`: He-scaled kernels, unit
-    variances, zeros elsewhere."""
-    rng = np.random.default_rng(seed)
-
-    def value(path, leaf):
-        name = path[-1].key
-        if name == "kernel":
-            fan_in = math.prod(leaf.shape[:-1])
-            return rng.normal(0, math.sqrt(2 / fan_in), leaf.shape).astype(np.float32)
-        return np.full(leaf.shape, 1.0 if name == "var" else 0.0, np.float32)
-
-    return jax.tree_util.tree_map_with_path(value, abstract_variables)
 
 
 def test_small_inception_v1_runs_in_eval_mode():

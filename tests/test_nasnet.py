@@ -11,6 +11,7 @@ import pytest
 
 import nets_factory
 from nets import nasnet, nasnet_cells
+from tests.helpers import numpy_variables
 
 # Parameters of the inference graph (auxiliary head excluded), in millions: Zoph et al. Tables 1-3
 # (also Slim's nasnet README) and Liu et al.'s ImageNet tables. Checked at Slim's 1001
@@ -202,25 +203,6 @@ def test_bfloat16_computes_in_bfloat16_with_float32_params():
     assert {leaf.dtype for leaf in jax.tree.leaves(variables["params"])} == {jnp.dtype("float32")}
     for name in ("Stem", "Reduction_Cell_0", "Cell_1", "aux_logits", "logits"):
         assert end_points[name].dtype == jnp.bfloat16, name
-
-
-def numpy_variables(abstract):
-    """Concrete variables for `abstract` without compiling `init`.
-
-    `jax.jit(fn.init)` of even this 4-cell network spends ~20 s of CPU compiling ~200 separate
-    initialisers, so the test draws He-normal kernels with numpy instead: BatchNorm scales 1,
-    biases and means 0, variances 1.
-    """
-    rng = np.random.default_rng(0)
-
-    def value(path, leaf):
-        name = path[-1].key
-        if name == "kernel":
-            fan_in = math.prod(leaf.shape[:-1])
-            return rng.normal(0.0, math.sqrt(2.0 / fan_in), leaf.shape).astype(np.float32)
-        return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, np.float32)
-
-    return jax.tree_util.tree_map_with_path(value, abstract)
 
 
 def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():

@@ -10,13 +10,26 @@ import pytest
 
 import nets_factory
 from nets import summary
+from tests.helpers import numpy_variables
 
-ALL_NETWORKS = sorted(nets_factory.networks_map)
+# Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
+# so each distinct constructor is traced once, under its first name in sorted order.
+_FIRST_NAME = {}
+for _name in sorted(nets_factory.networks_map):
+    _FIRST_NAME.setdefault(id(nets_factory.networks_map[_name]), _name)
+ALL_NETWORKS = sorted(_FIRST_NAME.values())
 
 
 def abstract_images(fn, batch=2):
     size = fn.default_image_size
     return jax.ShapeDtypeStruct((batch, size, size, 3), jnp.float32)
+
+
+def test_aliases_are_the_same_partials():
+    aliases = {"resnet_v1_50": "resnet50", "resnet_v1_200": "resnet200", "vgg_a": "vgg11"}
+    for alias, name in aliases.items():
+        assert nets_factory.networks_map[alias] is nets_factory.networks_map[name]
+    assert len(ALL_NETWORKS) < len(nets_factory.networks_map)
 
 
 def test_registry_is_partials_of_linen_modules():
@@ -88,7 +101,7 @@ def small_resnet(**kw):
 def test_is_training_updates_batch_stats_and_eval_does_not():
     images = jax.random.normal(jax.random.key(1), (4, 32, 32, 3))
     train_fn = small_resnet(is_training=True)
-    variables = jax.jit(train_fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(train_fn.init, jax.random.key(0), images))
     _, updates = jax.jit(lambda v, x: train_fn.apply(v, x, mutable=["batch_stats"]))(
         variables, images
     )
@@ -105,7 +118,7 @@ def test_is_training_updates_batch_stats_and_eval_does_not():
 def test_eval_uses_running_statistics():
     images = jax.random.normal(jax.random.key(1), (4, 32, 32, 3))
     eval_fn = small_resnet(is_training=False)
-    variables = jax.jit(eval_fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(eval_fn.init, jax.random.key(0), images))
     one, _ = jax.jit(eval_fn.apply)(variables, images[:1])
     batch, _ = jax.jit(eval_fn.apply)(variables, images)
     np.testing.assert_allclose(one[0], batch[0], rtol=1e-5, atol=1e-5)  # no batch dependence
@@ -114,7 +127,7 @@ def test_eval_uses_running_statistics():
 def test_regularization_loss_is_slims_l2_on_kernels_only():
     images = jnp.ones((1, 32, 32, 3))
     fn = small_resnet(weight_decay=1e-4)
-    params = jax.jit(fn.init)(jax.random.key(0), images)["params"]
+    params = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))["params"]
     by_hand = 0.0
     for path, leaf in jax.tree_util.tree_leaves_with_path(params):
         if path[-1].key == "kernel":
@@ -133,7 +146,7 @@ def test_regularization_loss_is_slims_l2_on_kernels_only():
 def test_bfloat16_computes_in_bfloat16_with_float32_params():
     fn = small_resnet(dtype=jnp.bfloat16)
     images = jnp.ones((2, 32, 32, 3))
-    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     assert {leaf.dtype for leaf in jax.tree.leaves(variables["params"])} == {jnp.dtype("float32")}
     logits, end_points = jax.jit(fn.apply)(variables, images)
     assert logits.dtype == jnp.bfloat16 and end_points["block4"].dtype == jnp.bfloat16
@@ -151,9 +164,8 @@ def test_gradient_reaches_every_parameter(name):
     }[name]
     fn = nets_factory.get_network_fn(name, num_classes=10, is_training=True, **small)
     images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
-    variables = jax.jit(fn.init)(jax.random.key(0), images)
-    # Zero-initialised BatchNorm scales would block gradients to their branch by design.
-    params = jax.tree.map(lambda p: jnp.where(p == 0, 0.5, p), variables["params"])
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
+    params = variables["params"]  # numpy's: BatchNorm scales 1, where init would give zeros
 
     def loss(params):
         (logits, _), _ = fn.apply({**variables, "params": params}, images, mutable=["batch_stats"])

@@ -1,0 +1,25 @@
+"""Shared test helpers."""
+
+import math
+
+import jax
+import numpy as np
+
+
+def numpy_variables(abstract_variables, seed: int = 0):
+    """Real values for the abstract variables of `jax.eval_shape(fn.init, ...)`, drawn in numpy.
+
+    Compiling `init` costs CPU seconds per distinct initialiser (~20 s for a small network), more
+    than the forward pass it serves, so tests that need values draw them here: He-normal kernels,
+    BatchNorm scales and variances 1, everything else 0.
+    """
+    rng = np.random.default_rng(seed)
+
+    def value(path, leaf):
+        name = path[-1].key
+        if name == "kernel":
+            fan_in = math.prod(leaf.shape[:-1])
+            return rng.normal(0.0, math.sqrt(2.0 / fan_in), leaf.shape).astype(np.float32)
+        return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, np.float32)
+
+    return jax.tree_util.tree_map_with_path(value, abstract_variables)

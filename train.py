@@ -14,6 +14,9 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
+from training import config
+from training.errors import UserError
+
 _CONFIG = flags.DEFINE_string("config", "configs/default.yaml", "YAML experiment config.")
 _MODEL = flags.DEFINE_string("model", None, "Network name; overrides model.name.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder; default: a new one under runs/.")
@@ -21,27 +24,28 @@ _SET = flags.DEFINE_multi_string("set", [], "key.path=value overrides, values pa
 _CACHE = flags.DEFINE_string(
     "compilation_cache", "~/.cache/jax_nets_factory", "XLA compilation cache folder; '' disables."
 )
-_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "Multi-process: host:port of process 0.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-process: host:port of process 0."
+)
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: how many processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
 
 
 def main(argv):
-    del argv
-    import jax
-
-    from training import config, loop, sharding
-    from training.errors import UserError
-
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at info level
-
-    if _CACHE.value:
-        jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
     try:
-        sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
-        cfg = config.load(_CONFIG.value, overrides)
+        cfg = config.load(_CONFIG.value, overrides)  # before importing JAX: config errors are quick
+        import jax
+
+        from training import loop, sharding
+
+        if _CACHE.value:
+            jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
+        sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
         workdir = _WORKDIR.value or f"runs/{cfg.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         loop.train(cfg, workdir)
     except UserError as e:

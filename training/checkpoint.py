@@ -32,7 +32,7 @@ class Checkpointer:
         return self._manager.latest_step()
 
     def save(self, step: int, state: TrainState, data_iterator: grain.DatasetIterator) -> None:
-        """Starts writing; returns once the arrays are copied off the devices (they may be donated)."""
+        """Starts writing; returns once the arrays are off the devices (they may be donated)."""
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             data=grain.checkpoint.CheckpointSave(data_iterator),
@@ -42,7 +42,7 @@ class Checkpointer:
     def restore(
         self, step: int, like: TrainState, data_iterator: grain.DatasetIterator
     ) -> TrainState:
-        """The state saved at `step`, placed like `like`; `data_iterator` is moved to its position."""
+        """The state saved at `step`, placed like `like`; moves `data_iterator` to its position."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         args = ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract),
@@ -84,9 +84,7 @@ def merge_pretrained(
     """
     state_dir = find_state(init_from)
     saved = ocp.StandardCheckpointer().restore(state_dir.absolute())
-    saved_flat = flax.traverse_util.flatten_dict(
-        {k: saved.get(k, {}) for k in variables}, sep="/"
-    )
+    saved_flat = flax.traverse_util.flatten_dict({k: saved.get(k, {}) for k in variables}, sep="/")
     patterns = [re.compile(p) for p in exclude]
     merged, kept = {}, []
     for name, value in flax.traverse_util.flatten_dict(variables, sep="/").items():

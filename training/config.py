@@ -72,7 +72,9 @@ class DataConfig:
     synthetic_examples: int = 10_000  # name=synthetic: the length of an epoch
 
     def __post_init__(self):
-        _require(self.name != "tfds" or bool(self.tfds_name), "tfds_name", "required when name=tfds")
+        _require(
+            self.name != "tfds" or bool(self.tfds_name), "tfds_name", "required when name=tfds"
+        )
         _require(self.image_size is None or self.image_size >= 1, "image_size", "must be >= 1")
         _require(self.batch_size >= 1, "batch_size", "must be >= 1")
         _require(
@@ -136,7 +138,8 @@ class OptimConfig:
         _require(0 < self.decay_rate <= 1, "decay_rate", "must be in (0, 1]")
         _require(self.decay_epochs > 0, "decay_epochs", "must be > 0")
         _require(
-            all(0 < b < 1 for b in self.boundaries) and list(self.boundaries) == sorted(self.boundaries),
+            all(0 < b < 1 for b in self.boundaries)
+            and list(self.boundaries) == sorted(self.boundaries),
             "boundaries",
             "must be increasing fractions of the run, each in (0, 1)",
         )

@@ -16,10 +16,11 @@ from typing import Any
 
 import grain
 import numpy as np
+from absl import flags
 from PIL import Image, UnidentifiedImageError
 
 from training.config import DataConfig
-from training.sources import Dataset, DataError
+from training.sources import DataError, Dataset
 
 EVAL_CROP_FRACTION = 0.875  # eval: the centre 87.5% square, the Inception/ResNet convention
 
@@ -88,7 +89,9 @@ class TrainTransform:
         image = record["image"]
         if self.crop == "resized":
             size = image.shape[0] if self.fixed_size else self.image_size
-            image = _as_array(random_resized_crop(open_image(image), size, self.min_area, rng), self.channels)
+            image = _as_array(
+                random_resized_crop(open_image(image), size, self.min_area, rng), self.channels
+            )
         elif not self.fixed_size:
             image = _as_array(center_crop(open_image(image), self.image_size, 1.0), self.channels)
         if self.crop == "pad":
@@ -109,7 +112,9 @@ class EvalTransform:
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         image = record["image"]
         if not self.fixed_size:
-            image = _as_array(center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION), self.channels)
+            image = _as_array(
+                center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION), self.channels
+            )
         return {"image": np.asarray(image, dtype=np.uint8), "label": record["label"]}
 
 
@@ -140,6 +145,9 @@ def train_iterator(
     ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)
     ds = ds.batch(local_batch, drop_remainder=True).to_iter_dataset(_read_options(data))
     if data.workers:
+        if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
+            # none parsed (train.py has)
+            flags.FLAGS.mark_as_parsed()
         ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=data.workers))
     return iter(ds)
 

@@ -8,16 +8,20 @@ each batch: shard, `train_step`, log; evaluate and save on their cadence, and wh
 import dataclasses
 import functools
 import math
+import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grain
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import nets_factory
-from training import checkpoint, config as config_lib, data, optim, preemption, sharding, sources, steps
-from training.config import Config, ModelConfig
+from training import checkpoint, data, optim, preemption, sharding, sources, steps
+from training.config import Config, FinetuneConfig, ModelConfig, dump
 from training.errors import UserError
 from training.metrics import Console, MetricsLog, Throughput
 
@@ -68,7 +72,9 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset]:
     dataset = sources.load(config.data, image_size, config.model.num_classes)
     return dataclasses.replace(
         config,
-        model=dataclasses.replace(config.model, num_classes=config.model.num_classes or dataset.num_classes),
+        model=dataclasses.replace(
+            config.model, num_classes=config.model.num_classes or dataset.num_classes
+        ),
         data=dataclasses.replace(
             config.data,
             image_size=image_size,
@@ -89,10 +95,11 @@ def initial_state(config: Config, train_fn, tx, channels: int, mesh) -> steps.Tr
         variables, _ = checkpoint.merge_pretrained(
             config.finetune.init_from, variables, config.finetune.exclude
         )
-    if config.finetune.trainable:
-        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables["params"])]
-        if not any(any(__import__("re").search(t, "params/" + n) for t in config.finetune.trainable) for n in names):
-            raise UserError(f"finetune.trainable: {list(config.finetune.trainable)} match no parameter")
+    trainable = config.finetune.trainable
+    if trainable:
+        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
+        if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
+            raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
     create = functools.partial(steps.create_state, tx=tx, ema=config.optim.ema_decay > 0)
     return jax.jit(create, out_shardings=replicated)(variables, rng=run_key)
 
@@ -108,91 +115,180 @@ def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
 
 
 def check_finite(state: steps.TrainState, checkpoints: checkpoint.Checkpointer) -> None:
+    """Stops the run if a loss was not finite (the state then holds the last good step)."""
     bad = int(state.nonfinite_step)
     if bad >= 0:
         last = checkpoints.latest_step()
-        kept = f"the last good checkpoint is step {last} in {checkpoints.directory}" if last else "no checkpoint was saved"
+        kept = (
+            f"the last good checkpoint is step {last} in {checkpoints.directory}"
+            if last
+            else "no checkpoint was saved"
+        )
         raise UserError(f"loss became non-finite at step {bad}; stopped there, {kept}")
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything `train` builds before its first step."""
+
+    config: Config  # resolved: num_classes, image_size and eval_batch_size filled in
+    dataset: sources.Dataset
+    mesh: jax.sharding.Mesh
+    total_steps: int
+    steps_per_epoch: float
+    lr: optax.Schedule
+    train_step: Callable
+    eval_step: Callable
+    batches: grain.DatasetIterator
+    eval_batches: Callable[[], Iterator[dict]]
+    checkpoints: checkpoint.Checkpointer
+    state: steps.TrainState
+    start_step: int
+    resumed: bool
+
+    def describe(self) -> str:
+        c, d = self.config, self.config.data
+        return (
+            f"{c.model.name} on {d.name} ({len(self.dataset.train)} train / "
+            f"{len(self.dataset.eval)} eval images, {c.model.num_classes} classes, "
+            f"{d.image_size} px): {self.total_steps} steps of {d.batch_size} images on "
+            f"{jax.device_count()} {jax.devices()[0].platform} device(s)"
+            + (f"; resumed at step {self.start_step}" if self.resumed else "")
+        )
+
+
+def build(config: Config, workdir: Path) -> Run:
+    """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
+    mesh = sharding.make_mesh()
+    config, dataset = resolve(config)
+    d, t, o = config.data, config.train, config.optim
+    train_fn, eval_fn = network_fns(config.model, config.model.num_classes)
+    local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
+    local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
+    steps_per_epoch = len(dataset.train) / d.batch_size
+    total = t.steps or math.ceil(t.epochs * steps_per_epoch)
+    lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
+    tx = optim.optimizer(o, lr, config.finetune.trainable)
+    prepare = functools.partial(
+        steps.preprocess,
+        image_size=d.image_size,
+        mean=d.mean or dataset.mean,
+        std=d.std or dataset.std,
+    )
+    replicated = sharding.replicated(mesh)
+    train_step = steps.make_train_step(
+        train_fn, tx, prepare, o.label_smoothing, o.ema_decay, t.log_every
+    )
+    eval_step = steps.make_eval_step(eval_fn, prepare, o.ema_decay > 0)
+    where = (jax.process_index(), jax.process_count())
+    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
+
+    checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
+    start = checkpoints.latest_step()
+    if start is None:
+        state = initial_state(config, train_fn, tx, dataset.channels, mesh)
+    else:  # resuming: the checkpoint has the weights, whatever finetune.init_from says
+        fresh = dataclasses.replace(config, finetune=FinetuneConfig())
+        like = initial_state(fresh, train_fn, tx, dataset.channels, mesh)
+        state = checkpoints.restore(start, like, batches)
+    return Run(
+        config=config,
+        dataset=dataset,
+        mesh=mesh,
+        total_steps=total,
+        steps_per_epoch=steps_per_epoch,
+        lr=lr,
+        train_step=jax.jit(train_step, donate_argnums=0, out_shardings=replicated),
+        eval_step=jax.jit(eval_step, out_shardings=replicated),
+        batches=batches,
+        eval_batches=functools.partial(
+            data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
+        ),
+        checkpoints=checkpoints,
+        state=state,
+        start_step=start or 0,
+        resumed=start is not None,
+    )
 
 
 def train(config: Config, workdir: str | Path) -> Summary:
     """Trains (or resumes, or fine-tunes) as `config` says; writes everything under `workdir`."""
-    started = time.perf_counter()
-    workdir, mesh = Path(workdir), sharding.make_mesh()
-    config, dataset = resolve(config)
-    cfg_d, cfg_t, process0 = config.data, config.train, jax.process_index() == 0
+    started, workdir = time.perf_counter(), Path(workdir)
+    process0 = jax.process_index() == 0
+    run = build(config, workdir)
     if process0:
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "config.yaml").write_text(config_lib.dump(config))
-    train_fn, eval_fn = network_fns(config.model, config.model.num_classes)
-    local_batch = sharding.local_batch_size(cfg_d.batch_size, "data.batch_size")
-    local_eval_batch = sharding.local_batch_size(cfg_d.eval_batch_size, "data.eval_batch_size")
-    steps_per_epoch = len(dataset.train) / cfg_d.batch_size
-    total = cfg_t.steps or math.ceil(cfg_t.epochs * steps_per_epoch)
-    lr = optim.schedule(config.optim, cfg_d.batch_size, total, steps_per_epoch)
-    tx = optim.optimizer(config.optim, lr, config.finetune.trainable)
-    prepare = functools.partial(
-        steps.preprocess, image_size=cfg_d.image_size, mean=cfg_d.mean or dataset.mean, std=cfg_d.std or dataset.std
-    )
-    replicated = sharding.replicated(mesh)
-    train_step = jax.jit(
-        steps.make_train_step(train_fn, tx, prepare, config.optim.label_smoothing, config.optim.ema_decay, cfg_t.log_every),
-        donate_argnums=0,
-        out_shardings=replicated,
-    )
-    eval_step = jax.jit(steps.make_eval_step(eval_fn, prepare, config.optim.ema_decay > 0), out_shardings=replicated)
-    pid, nproc = jax.process_index(), jax.process_count()
-    batches = data.train_iterator(dataset, cfg_d, cfg_d.image_size, local_batch, cfg_t.seed, pid, nproc)
-    eval_batches = functools.partial(data.eval_batches, dataset, cfg_d, cfg_d.image_size, local_eval_batch, pid, nproc)
-
-    checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", cfg_t.keep_checkpoints)
-    start = checkpoints.latest_step()
-    resume = start is not None
-    state = initial_state(dataclasses.replace(config, finetune=config.finetune if not resume else config_lib.FinetuneConfig()), train_fn, tx, dataset.channels, mesh)
-    if resume:
-        state = checkpoints.restore(start, state, batches)
-    start = start or 0
-    log = MetricsLog(workdir, start, process0)
-    console = Console(total, start, process0)
-    console.print(
-        f"{config.model.name} on {cfg_d.name} ({len(dataset.train)} train / {len(dataset.eval)} eval images, "
-        f"{config.model.num_classes} classes, {cfg_d.image_size} px): {total} steps of {cfg_d.batch_size} "
-        f"on {jax.device_count()} {jax.devices()[0].platform} device(s); workdir {workdir}"
-        + (f"; resumed at step {start}" if resume else "")
-    )
-    throughput = Throughput(cfg_d.batch_size)
+        (workdir / "config.yaml").write_text(dump(run.config))
+    log = MetricsLog(workdir, run.start_step, process0)
+    console = Console(run.total_steps, run.start_step, process0)
+    console.print(f"{run.describe()}; workdir {workdir}")
+    throughput = Throughput(run.config.data.batch_size)
     try:
         with preemption.catch_signals() as stop:
-            for step in range(start + 1, total + 1):
-                state = train_step(state, sharding.shard_batch(next(batches), mesh))
+            for step in range(run.start_step + 1, run.total_steps + 1):
+                run.state = run.train_step(
+                    run.state, sharding.shard_batch(next(run.batches), run.mesh)
+                )
                 throughput.step()
                 console.advance()
-                if step == start + 1:  # leave compilation out of img/s
-                    jax.block_until_ready(state.step)
+                if step == run.start_step + 1:  # leave compilation out of img/s
+                    jax.block_until_ready(run.state.step)
                     throughput.restart()
-                last = step == total
-                if step % cfg_t.log_every == 0 or last:
-                    check_finite(state, checkpoints)
-                    loss, top1 = (np.asarray(state.window) / ((step - 1) % cfg_t.log_every + 1)).tolist()
-                    rate = throughput.measure()
-                    log.write(step, {"train/loss": loss, "train/top1": top1, "train/lr": float(lr(step - 1)), "train/img_per_sec": rate, "epoch": step / steps_per_epoch})
-                    console.show(loss, float(lr(step - 1)), rate)
-                if (cfg_t.eval_every and step % cfg_t.eval_every == 0) or last:
-                    check_finite(state, checkpoints)
-                    metrics = evaluate(eval_step, state, eval_batches(), mesh)
-                    log.write(step, metrics)
-                    console.print(f"step {step}: eval loss {metrics['eval/loss']:.4f}, top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%")
-                    throughput.restart()
-                if step % cfg_t.checkpoint_every == 0 or last or stop:
-                    check_finite(state, checkpoints)
-                    checkpoints.save(step, state, batches)
-                    throughput.restart()
-                if stop:
-                    raise preemption.Interrupted(f"{stop.name} at step {step}: saved a checkpoint in {checkpoints.directory}; run the same command to resume", stop.signum)
+                on_step_end(run, step, stop, log, console, throughput)
     finally:
-        checkpoints.close()
+        run.checkpoints.close()
         log.close()
         console.close()
-    summary = Summary(workdir, total, log.best("eval/top1"), log.last("eval/top1"), time.perf_counter() - started, throughput.mean())
+    summary = Summary(
+        workdir,
+        run.total_steps,
+        log.best("eval/top1"),
+        log.last("eval/top1"),
+        time.perf_counter() - started,
+        throughput.mean(),
+    )
     console.print(str(summary))
     return summary
+
+
+def on_step_end(
+    run: Run, step: int, stop, log: MetricsLog, console: Console, throughput: Throughput
+):
+    """Logs, evaluates and saves on their cadence (eval before save: a resumed run never redoes
+    a step that has its records), and stops after saving when a signal asked it to."""
+    t, last = run.config.train, step == run.total_steps
+    if step % t.log_every == 0 or last:
+        check_finite(run.state, run.checkpoints)
+        window = np.asarray(run.state.window) / ((step - 1) % t.log_every + 1)
+        loss, top1 = window.tolist()
+        lr, rate = float(run.lr(step - 1)), throughput.measure()
+        log.write(
+            step,
+            {
+                "train/loss": loss,
+                "train/top1": top1,
+                "train/lr": lr,
+                "train/img_per_sec": rate,
+                "epoch": step / run.steps_per_epoch,
+            },
+        )
+        console.show(loss, lr, rate)
+    if (t.eval_every and step % t.eval_every == 0) or last:
+        check_finite(run.state, run.checkpoints)
+        metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
+        log.write(step, metrics)
+        console.print(
+            f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
+            f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"
+        )
+        throughput.restart()
+    if step % t.checkpoint_every == 0 or last or stop:
+        check_finite(run.state, run.checkpoints)
+        run.checkpoints.save(step, run.state, run.batches)
+        throughput.restart()
+    if stop:
+        raise preemption.Interrupted(
+            f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}; "
+            "run the same command to resume",
+            stop.signum,
+        )

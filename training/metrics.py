@@ -8,12 +8,12 @@ by the interrupted attempt are dropped from `metrics.jsonl`, and TensorBoard pur
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import tqdm
-from tensorboardX import SummaryWriter
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -27,7 +27,8 @@ class MetricsLog:
         self.records = self._rewind(resume_step or 0)
         self._tb = None
         if enabled:
-            self._tb = SummaryWriter(str(workdir / "tensorboard"), purge_step=(resume_step or 0) + 1)
+            writer = _summary_writer_class()
+            self._tb = writer(str(workdir / "tensorboard"), purge_step=(resume_step or 0) + 1)
 
     def _rewind(self, step: int) -> list[dict[str, Any]]:
         """Keeps the records of steps up to `step`; rewrites the file atomically."""
@@ -66,6 +67,24 @@ class MetricsLog:
             self._tb.close()
 
 
+def _summary_writer_class():
+    """tensorboardX's SummaryWriter, imported without torch.
+
+    tensorboardX imports torch when it is installed, only to convert torch tensors; that costs
+    seconds at every start and we log Python floats. So torch is hidden during the import (unless
+    something has imported it already, in which case it costs nothing).
+    """
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # makes `import torch` raise ImportError
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
 class Throughput:
     """Images per second over the training steps only (not compilation, evaluation or saving)."""
 
@@ -91,7 +110,11 @@ class Throughput:
         return rate
 
     def mean(self) -> float:
-        return self.total_steps * self.batch_size / self.total_seconds if self.total_seconds else math.nan
+        return (
+            self.total_steps * self.batch_size / self.total_seconds
+            if self.total_seconds
+            else math.nan
+        )
 
 
 class Console:

@@ -48,7 +48,9 @@ def schedule(
 
 def kernel_mask(params):
     """True on convolution and dense kernels: what weight decay applies to."""
-    return jax.tree_util.tree_map_with_path(lambda p, _: getattr(p[-1], "key", None) == "kernel", params)
+    return jax.tree_util.tree_map_with_path(
+        lambda p, _: getattr(p[-1], "key", None) == "kernel", params
+    )
 
 
 def path_name(path) -> str:
@@ -70,11 +72,15 @@ def optimizer(
     elif optim.name in ("momentum", "nesterov"):
         tx = optax.sgd(learning_rate, optim.momentum, nesterov=optim.name == "nesterov")
     elif optim.name == "adamw":
-        tx = optax.adamw(learning_rate, optim.beta1, optim.beta2, optim.eps, weight_decay=wd, mask=kernel_mask)
+        tx = optax.adamw(
+            learning_rate, optim.beta1, optim.beta2, optim.eps, weight_decay=wd, mask=kernel_mask
+        )
     elif optim.name == "rmsprop":
         tx = optax.rmsprop(learning_rate, optim.rms_decay, optim.eps, momentum=optim.momentum)
     elif optim.name == "lamb":
-        tx = optax.lamb(learning_rate, optim.beta1, optim.beta2, optim.eps, weight_decay=wd, mask=kernel_mask)
+        tx = optax.lamb(
+            learning_rate, optim.beta1, optim.beta2, optim.eps, weight_decay=wd, mask=kernel_mask
+        )
     else:
         tx = optax.lars(
             learning_rate,
@@ -91,7 +97,9 @@ def optimizer(
 
     def labels(params):
         return jax.tree_util.tree_map_with_path(
-            lambda p, _: "train" if any(r.search("params/" + path_name(p)) for r in patterns) else "freeze",
+            lambda p, _: (
+                "train" if any(r.search("params/" + path_name(p)) for r in patterns) else "freeze"
+            ),
             params,
         )
 

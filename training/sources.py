@@ -133,7 +133,12 @@ def cifar(directory: str | None, num_classes: int) -> Dataset:
     folder, or a folder holding either.
     """
     if num_classes == 10:
-        names, train_files, eval_files, key = "cifar-10", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], b"labels"
+        names, train_files, eval_files, key = (
+            "cifar-10",
+            [f"data_batch_{i}" for i in range(1, 6)],
+            ["test_batch"],
+            b"labels",
+        )
     else:
         names, train_files, eval_files, key = "cifar-100", ["train"], ["test"], b"fine_labels"
     folder = {"cifar-10": "cifar-10-batches-py", "cifar-100": "cifar-100-python"}[names]
@@ -163,11 +168,20 @@ def _cifar_reader(path: Path, archive_name: str, folder: str):
 
         def read(name: str) -> dict:
             if name not in blobs:
-                raise DataError(f"{archive}: no member named {name!r}; is this the {folder} archive?")
+                raise DataError(
+                    f"{archive}: no member named {name!r}; is this the {folder} archive?"
+                )
             return _unpickle(io.BytesIO(blobs[name]), f"{archive}:{name}")
 
         return read
-    extracted = next((p for p in (path / folder, path) if (p / "batches.meta").exists() or (p / "meta").exists()), None)
+    extracted = next(
+        (
+            p
+            for p in (path / folder, path)
+            if (p / "batches.meta").exists() or (p / "meta").exists()
+        ),
+        None,
+    )
     if extracted is None:
         raise DataError(f"data.dir {path}: neither {archive_name} nor an extracted {folder}/ here")
 
@@ -216,7 +230,15 @@ def imagefolder(directory: str | None) -> Dataset:
         return FileSource(paths, labels)
 
     return Dataset(
-        files(train_dir), files(val_dir), len(classes), 3, None, IMAGENET_MEAN, IMAGENET_STD, "resized", True
+        files(train_dir),
+        files(val_dir),
+        len(classes),
+        3,
+        None,
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        "resized",
+        True,
     )
 
 
@@ -233,7 +255,9 @@ def tfds(name: str, directory: str | None) -> Dataset:
     splits = builder.info.splits
     eval_split = next((s for s in ("validation", "test") if s in splits), None)
     if "train" not in splits or eval_split is None:
-        raise DataError(f"tfds {name}: needs a train and a validation or test split, has {list(splits)}")
+        raise DataError(
+            f"tfds {name}: needs a train and a validation or test split, has {list(splits)}"
+        )
     source = lambda split: tfds_lib.data_source(name, split=split, data_dir=directory)  # noqa: E731
     return Dataset(
         source("train"),
@@ -268,4 +292,3 @@ def load(data: DataConfig, image_size: int, num_classes: int | None) -> Dataset:
     if data.name == "imagefolder":
         return imagefolder(data.dir)
     return tfds(data.tfds_name, data.dir)
-

@@ -32,7 +32,9 @@ class TrainState:
     nonfinite_step: jax.Array  # int32: the first step whose loss was not finite, or -1
 
 
-def create_state(variables: dict, tx: optax.GradientTransformation, rng: jax.Array, ema: bool) -> TrainState:
+def create_state(
+    variables: dict, tx: optax.GradientTransformation, rng: jax.Array, ema: bool
+) -> TrainState:
     params = variables["params"]
     return TrainState(
         step=jnp.zeros((), jnp.int32),
@@ -119,7 +121,9 @@ def make_train_step(
             opt_state=keep(opt_state, state.opt_state),
             ema_params=keep(ema, state.ema_params),
             window=keep(window, state.window),
-            nonfinite_step=jnp.where(ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1),
+            nonfinite_step=jnp.where(
+                ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1
+            ),
         )
 
     return train_step

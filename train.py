@@ -45,6 +45,7 @@ def main(argv):
 
         if _CACHE.value:
             jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
         workdir = _WORKDIR.value or f"runs/{cfg.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         loop.train(cfg, workdir)

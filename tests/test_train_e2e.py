@@ -29,6 +29,7 @@ TINY = [
     "train.eval_every=6",
     "train.checkpoint_every=3",
     "train.keep_checkpoints=2",
+    "optim.ema_decay=0.9",  # evaluation reads the EMA; resuming must restore it exactly
 ]
 TIMING = {"train/img_per_sec"}
 

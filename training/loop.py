@@ -37,10 +37,11 @@ class Summary:
 
     def __str__(self) -> str:
         pct = lambda v: "n/a" if v is None else f"{100 * v:.2f}%"  # noqa: E731
+        rate = "n/a" if math.isnan(self.images_per_second) else f"{self.images_per_second:.0f}"
         return (
             f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}, final "
-            f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, "
-            f"{self.images_per_second:.0f} img/s training; workdir {self.workdir}"
+            f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, {rate} img/s training; "
+            f"workdir {self.workdir}"
         )
 
 

@@ -47,9 +47,10 @@ def command(workdir, cache, *sets, flags=()):
 
 
 def environment(devices=4):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    return env
+    """The test session's environment (conftest's XLA flags) with `devices` CPU devices."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={devices}")
+    return dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS=" ".join(flags))
 
 
 def train(workdir, cache, *sets, devices=4, flags=()):

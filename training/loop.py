@@ -84,16 +84,20 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset]:
     ), dataset
 
 
-def initial_state(config: Config, train_fn, tx, channels: int, mesh) -> steps.TrainState:
-    """Fresh variables, or `finetune.init_from`'s where not excluded; replicated on the mesh."""
+def initial_state(
+    config: Config, train_fn, tx, channels: int, mesh
+) -> tuple[steps.TrainState, list[str]]:
+    """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
+    and the names of the variables that fine-tuning left at their initialisation."""
     init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
     size = config.data.image_size
     images = jnp.zeros((1, size, size, channels), jnp.float32)
     replicated = sharding.replicated(mesh)
     variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
     variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
+    fresh = []
     if config.finetune.init_from:
-        variables, _ = checkpoint.merge_pretrained(
+        variables, fresh = checkpoint.merge_pretrained(
             config.finetune.init_from, variables, config.finetune.exclude
         )
     trainable = config.finetune.trainable
@@ -102,7 +106,7 @@ def initial_state(config: Config, train_fn, tx, channels: int, mesh) -> steps.Tr
         if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
             raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
     create = functools.partial(steps.create_state, tx=tx, ema=config.optim.ema_decay > 0)
-    return jax.jit(create, out_shardings=replicated)(variables, rng=run_key)
+    return jax.jit(create, out_shardings=replicated)(variables, rng=run_key), fresh
 
 
 def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
@@ -145,7 +149,7 @@ class Run:
     checkpoints: checkpoint.Checkpointer
     state: steps.TrainState
     start_step: int
-    resumed: bool
+    note: str  # how it started: resumed, or fine-tuned from where
 
     def describe(self) -> str:
         c, d = self.config, self.config.data
@@ -153,8 +157,7 @@ class Run:
             f"{c.model.name} on {d.name} ({len(self.dataset.train)} train / "
             f"{len(self.dataset.eval)} eval images, {c.model.num_classes} classes, "
             f"{d.image_size} px): {self.total_steps} steps of {d.batch_size} images on "
-            f"{jax.device_count()} {jax.devices()[0].platform} device(s)"
-            + (f"; resumed at step {self.start_step}" if self.resumed else "")
+            f"{jax.device_count()} {jax.devices()[0].platform} device(s)" + self.note
         )
 
 
@@ -187,11 +190,15 @@ def build(config: Config, workdir: Path) -> Run:
     checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
     start = checkpoints.latest_step()
     if start is None:
-        state = initial_state(config, train_fn, tx, dataset.channels, mesh)
+        state, fresh = initial_state(config, train_fn, tx, dataset.channels, mesh)
+        init_from = config.finetune.init_from
+        note = f"; fine-tuning from {init_from}" if init_from else ""
+        note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
     else:  # resuming: the checkpoint has the weights, whatever finetune.init_from says
-        fresh = dataclasses.replace(config, finetune=FinetuneConfig())
-        like = initial_state(fresh, train_fn, tx, dataset.channels, mesh)
+        scratch = dataclasses.replace(config, finetune=FinetuneConfig())
+        like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
         state = checkpoints.restore(start, like, batches)
+        note = f"; resumed at step {start}"
     return Run(
         config=config,
         dataset=dataset,
@@ -208,7 +215,7 @@ def build(config: Config, workdir: Path) -> Run:
         checkpoints=checkpoints,
         state=state,
         start_step=start or 0,
-        resumed=start is not None,
+        note=note,
     )
 
 

@@ -135,7 +135,7 @@ class Console:
         self._bar.update(steps)
 
     def show(self, loss: float, lr: float, images_per_second: float) -> None:
-        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_second:.0f}")
+        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_second:.3g}")
 
     def print(self, line: str) -> None:
         if self.enabled:

@@ -7,8 +7,9 @@ import optax
 import pytest
 
 import nets_factory
-from training import optim, steps
-from training.config import OptimConfig
+from training import loop, optim, steps
+from training.config import ModelConfig, OptimConfig
+from training.errors import UserError
 
 LOGITS = jnp.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
 LABELS = jnp.array([0, 1])
@@ -111,3 +112,19 @@ def test_eval_step_counts_real_examples_only(tiny):
     first = eval_step(state, {"image": images[:2], "label": np.array([0, 1]), "mask": np.ones(2)})
     np.testing.assert_allclose(half, first, rtol=1e-5)
     assert float(full[3]) == 4 and float(half[3]) == 2 and float(full[2]) == 4  # 3 classes: top-5
+
+
+def test_gradient_clipping_bounds_the_update():
+    cfg = OptimConfig(name="sgd", lr=1.0, clip_grad_norm=0.5)
+    tx = optim.optimizer(cfg, optax.constant_schedule(1.0))
+    grads = jax.tree.map(lambda p: 1e6 * jnp.ones_like(p), PARAMS)
+    updates, _ = tx.update(grads, tx.init(PARAMS), PARAMS)
+    assert np.isclose(float(optax.tree.norm(updates)), 0.5, rtol=1e-5)
+
+
+def test_model_dtype_reaches_the_network():
+    train_fn, eval_fn = loop.network_fns(ModelConfig(name="resnet18", dtype="bfloat16"), 10)
+    assert train_fn.module.dtype == eval_fn.module.dtype == jnp.bfloat16
+    assert train_fn.is_training and not eval_fn.is_training
+    with pytest.raises(UserError, match="model.kwargs.dtype: set model.dtype instead"):
+        loop.network_fns(ModelConfig(kwargs={"dtype": "float16"}), 10)

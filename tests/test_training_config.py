@@ -89,3 +89,9 @@ def test_missing_config_file(tmp_path):
 def test_steps_override_epochs_so_one_set_shortens_any_config(tmp_path):
     cfg = config.load(write(tmp_path, "train: {epochs: 90}"), ["train.steps=3"])
     assert (cfg.train.epochs, cfg.train.steps) == (90.0, 3)
+
+
+def test_changes_name_each_differing_key(tmp_path):
+    before = config.to_dict(config.load(write(tmp_path, "")))
+    after = config.to_dict(config.load(write(tmp_path, ""), ["optim.lr=0.05", "train.steps=9"]))
+    assert config.changes(before, after) == ["optim.lr: 0.1 -> 0.05", "train.steps: None -> 9"]

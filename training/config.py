@@ -355,5 +355,17 @@ def to_dict(config: Any) -> Any:
     return config
 
 
+def changes(before: Mapping[str, Any], after: Mapping[str, Any], path: str = "") -> list[str]:
+    """'key.path: old -> new' for every leaf that differs between two `to_dict` trees."""
+    lines = []
+    for key in sorted(set(before) | set(after), key=str):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            lines += changes(old, new, _join(path, key))
+        elif old != new:
+            lines.append(f"{_join(path, key)}: {old!r} -> {new!r}")
+    return lines
+
+
 def dump(config: Config) -> str:
     return yaml.safe_dump(to_dict(config), sort_keys=False)

@@ -21,7 +21,15 @@ import optax
 
 import nets_factory
 from training import checkpoint, data, optim, preemption, sharding, sources, steps
-from training.config import Config, FinetuneConfig, ModelConfig, dump
+from training.config import (
+    Config,
+    FinetuneConfig,
+    ModelConfig,
+    changes,
+    dump,
+    parse_yaml,
+    to_dict,
+)
 from training.errors import UserError
 from training.metrics import Console, MetricsLog, Throughput
 
@@ -224,12 +232,17 @@ def train(config: Config, workdir: str | Path) -> Summary:
     started, workdir = time.perf_counter(), Path(workdir)
     process0 = jax.process_index() == 0
     run = build(config, workdir)
+    resolved, changed = workdir / "config.yaml", []
+    if run.start_step and resolved.exists():  # say what a resumed run does differently
+        changed = changes(parse_yaml(resolved.read_text(), str(resolved)), to_dict(run.config))
     if process0:
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "config.yaml").write_text(dump(run.config))
+        resolved.write_text(dump(run.config))
     log = MetricsLog(workdir, run.start_step, process0)
     console = Console(run.total_steps, run.start_step, process0)
     console.print(f"{run.describe()}; workdir {workdir}")
+    if changed:
+        console.print(f"config changed since the last run: {'; '.join(changed)}")
     throughput = Throughput(run.config.data.batch_size)
     try:
         with preemption.catch_signals() as stop:

@@ -17,7 +17,8 @@ from absl import app, flags, logging
 from training import config
 from training.errors import UserError
 
-_CONFIG = flags.DEFINE_string("config", "configs/default.yaml", "YAML experiment config.")
+_DEFAULT = Path(__file__).parent / "configs" / "default.yaml"
+_CONFIG = flags.DEFINE_string("config", None, "YAML experiment config; default: the digits job.")
 _MODEL = flags.DEFINE_string("model", None, "Network name; overrides model.name.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output folder; default: a new one under runs/.")
 _SET = flags.DEFINE_multi_string("set", [], "key.path=value overrides, values parsed as YAML.")
@@ -38,7 +39,8 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at info level
     try:
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
-        cfg = config.load(_CONFIG.value, overrides)  # before importing JAX: config errors are quick
+        # Before importing JAX, so that config errors come back at once.
+        cfg = config.load(_CONFIG.value or _DEFAULT, overrides)
         import jax
 
         from training import loop, sharding

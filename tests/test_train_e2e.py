@@ -108,7 +108,7 @@ def interrupt(workdir, cache, signum, at_step=3):
     return process.returncode, stderr
 
 
-def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(tmp_path, cache):
+def test_train_resumes_exactly_after_sigkill_sigterm_sigint_and_matches_one_device(tmp_path, cache):
     straight = train(tmp_path / "straight", cache)
     assert straight.returncode == 0, straight.stderr
     assert "done: 12 steps, best eval top-1" in straight.stderr + straight.stdout
@@ -140,6 +140,10 @@ def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(
     assert train(tmp_path / "stopped", cache).returncode == 0
     assert records(tmp_path / "stopped") == reference
     assert_same_state(final_state(tmp_path / "stopped"), expected)
+
+    returncode, stderr = interrupt(tmp_path / "ctrl_c", cache, signal.SIGINT)
+    assert returncode == 128 + signal.SIGINT, stderr
+    assert "train.py: SIGINT at step " in stderr and "Traceback" not in stderr
 
     one_device = train(tmp_path / "one", cache, devices=1)
     assert one_device.returncode == 0, one_device.stderr

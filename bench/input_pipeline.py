@@ -1,0 +1,48 @@
+"""Times the input pipeline of a training config alone: decoding, augmentation, batching.
+
+    python bench/input_pipeline.py --config configs/default.yaml --batches 100
+    python bench/input_pipeline.py --config configs/imagenet_resnet50.yaml --set data.dir=... \
+        --set data.workers=8
+
+Prints img/s for this process's share of the batch. Compare it with `bench/train_step.py` (or the
+img/s that `train.py` shows) for the same network, batch and size: the smaller one bounds training.
+"""
+
+import argparse
+import statistics
+import time
+
+from training import config, data, loop, sharding
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="configs/default.yaml")
+    parser.add_argument("--set", action="append", default=[], help="key.path=value override")
+    parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5, help="batches left out of the timing")
+    args = parser.parse_args()
+
+    cfg, dataset = loop.resolve(config.load(args.config, args.set))
+    d = cfg.data
+    batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
+    batches = data.train_iterator(dataset, d, d.image_size, batch, cfg.train.seed)
+    for _ in range(args.warmup):
+        next(batches)
+    times = []
+    for _ in range(args.batches):
+        start = time.perf_counter()
+        images = next(batches)["image"]
+        times.append(time.perf_counter() - start)
+    total = sum(times)
+    print(
+        f"{d.name} batch {batch} of {images.shape[1:]} {images.dtype}, {d.workers} workers, "
+        f"{d.threads} threads: {args.batches * batch / total:8.1f} img/s "
+        f"(median batch {statistics.median(times) * 1e3:.1f} ms)"
+    )
+    if hasattr(batches, "close"):
+        batches.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""`train.py` as users run it: a subprocess on the embedded digits with a tiny network.
+
+One straight run is the reference; a run killed with SIGKILL and restarted, a run stopped with
+SIGTERM and restarted, and a one-device run must all end where it ends. The runs share a
+persistent compilation cache, so each distinct program compiles once per test session.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+ROOT = Path(__file__).parent.parent
+STEPS = 12
+TINY = [
+    "model.kwargs={stage_sizes: [1, 1], num_filters: 4}",
+    "data.batch_size=32",
+    "data.eval_batch_size=120",
+    f"train.steps={STEPS}",
+    "train.log_every=2",
+    "train.eval_every=6",
+    "train.checkpoint_every=3",
+    "train.keep_checkpoints=2",
+    "optim.ema_decay=0.9",  # evaluation reads the EMA; resuming must restore it exactly
+]
+TIMING = {"train/img_per_sec"}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla_cache"
+
+
+def command(workdir, cache, *sets, flags=()):
+    args = [sys.executable, str(ROOT / "train.py"), f"--workdir={workdir}"]
+    args += [f"--compilation_cache={cache}", *flags]
+    return args + [f"--set={s}" for s in (*TINY, *sets)]
+
+
+def environment(devices=4):
+    """The test session's environment (conftest's XLA flags) with `devices` CPU devices."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={devices}")
+    return dict(os.environ, PYTHONPATH=str(ROOT), XLA_FLAGS=" ".join(flags))
+
+
+def train(workdir, cache, *sets, devices=4, flags=()):
+    return subprocess.run(
+        command(workdir, cache, *sets, flags=flags),
+        env=environment(devices),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def records(workdir):
+    lines = (Path(workdir) / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+
+
+def final_state(workdir, step=STEPS):
+    return ocp.StandardCheckpointer().restore(Path(workdir, "checkpoints", str(step), "state"))
+
+
+def leaves(tree):
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        yield jax.tree_util.keystr(path, simple=True, separator="/"), np.asarray(leaf)
+
+
+def assert_same_state(a, b, **tolerance):
+    a, b = dict(leaves(a)), dict(leaves(b))
+    assert a.keys() == b.keys()
+    for name in a:
+        if tolerance:
+            np.testing.assert_allclose(a[name], b[name], err_msg=name, **tolerance)
+        else:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def interrupt(workdir, cache, signum, at_step=3):
+    """Starts a run, sends `signum` once checkpoint `at_step` is complete; returns (rc, stderr)."""
+    process = subprocess.Popen(
+        command(workdir, cache),
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.time() + 240
+    while not (workdir / "checkpoints" / str(at_step)).is_dir():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.02)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=240)
+    return process.returncode, stderr
+
+
+def test_train_resumes_exactly_after_sigkill_sigterm_sigint_and_matches_one_device(tmp_path, cache):
+    straight = train(tmp_path / "straight", cache)
+    assert straight.returncode == 0, straight.stderr
+    assert "done: 12 steps, best eval top-1" in straight.stderr + straight.stdout
+    reference = records(tmp_path / "straight")
+    assert [r["step"] for r in reference if "train/loss" in r] == [2, 4, 6, 8, 10, 12]
+    assert [r["step"] for r in reference if "eval/top1" in r] == [6, 12]
+    assert {"train/loss", "train/lr", "train/top1", "epoch"} <= reference[0].keys()
+    assert {"eval/loss", "eval/top1", "eval/top5"} <= reference[-1].keys()
+    assert sorted(os.listdir(tmp_path / "straight" / "checkpoints")) == ["12", "9"]
+    assert list((tmp_path / "straight" / "tensorboard").glob("events.out.tfevents.*"))
+    resolved = (tmp_path / "straight" / "config.yaml").read_text()
+    assert "num_classes: 10" in resolved and "image_size: 8" in resolved
+    expected = final_state(tmp_path / "straight")
+
+    returncode, _ = interrupt(tmp_path / "killed", cache, signal.SIGKILL)
+    assert returncode == -signal.SIGKILL
+    resumed = train(tmp_path / "killed", cache)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed at step" in resumed.stderr + resumed.stdout
+    assert records(tmp_path / "killed") == reference
+    assert_same_state(final_state(tmp_path / "killed"), expected)
+
+    returncode, stderr = interrupt(tmp_path / "stopped", cache, signal.SIGTERM)
+    assert returncode == 128 + signal.SIGTERM, stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("train.py: SIGTERM at step ") and "saved a checkpoint" in line
+    saved_at = int(line.split("step ")[1].split(":")[0])
+    assert (tmp_path / "stopped" / "checkpoints" / str(saved_at)).is_dir()
+    assert train(tmp_path / "stopped", cache).returncode == 0
+    assert records(tmp_path / "stopped") == reference
+    assert_same_state(final_state(tmp_path / "stopped"), expected)
+
+    returncode, stderr = interrupt(tmp_path / "ctrl_c", cache, signal.SIGINT)
+    assert returncode == 128 + signal.SIGINT, stderr
+    assert "train.py: SIGINT at step " in stderr and "Traceback" not in stderr
+
+    one_device = train(tmp_path / "one", cache, devices=1)
+    assert one_device.returncode == 0, one_device.stderr
+    assert "on 1 cpu device" in one_device.stderr + one_device.stdout
+    for got, want in zip(records(tmp_path / "one"), reference, strict=True):
+        assert got.keys() == want.keys()
+        np.testing.assert_allclose(list(got.values()), list(want.values()), rtol=2e-4, atol=1e-5)
+    assert_same_state(final_state(tmp_path / "one"), expected, rtol=1e-3, atol=1e-5)
+
+
+def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_path, cache):
+    base = train(tmp_path / "base", cache, "train.steps=3")
+    assert base.returncode == 0, base.stderr
+    head = ["model.num_classes=12", "train.steps=2", f"finetune.init_from={tmp_path / 'base'}"]
+    mismatch = train(tmp_path / "bad", cache, *head)
+    assert mismatch.returncode == 2
+    assert mismatch.stderr.strip() == (
+        f"train.py: finetune.init_from: params/Dense_0/bias has shape (10,) in "
+        f"{tmp_path / 'base' / 'checkpoints' / '3' / 'state'} but (12,) here; exclude it with "
+        "a finetune.exclude regex"
+    )
+    tuned = train(
+        tmp_path / "tuned",
+        cache,
+        *head,
+        "finetune.exclude=[Dense_0]",
+        "finetune.trainable=[Dense_0]",
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    before = dict(leaves(final_state(tmp_path / "base", 3)["params"]))
+    after = dict(leaves(final_state(tmp_path / "tuned", 2)["params"]))
+    assert after["Dense_0/kernel"].shape == (8, 12)
+    for name, value in after.items():
+        if "Dense_0" not in name:
+            np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
+def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(tmp_path, cache):
+    blowup = [
+        "optim.name=sgd",
+        "optim.lr=1e30",
+        "optim.schedule=constant",
+        "train.checkpoint_every=1",
+    ]
+    result = train(tmp_path, cache, *blowup, "train.log_every=1")
+    assert result.returncode == 2
+    line = result.stderr.strip().splitlines()[-1]  # after the progress bar
+    assert line.startswith("train.py: loss became non-finite at step ")
+    bad = int(line.split("at step ")[1].split(";")[0])
+    kept = sorted(int(p) for p in os.listdir(tmp_path / "checkpoints"))
+    assert kept and kept[-1] == bad - 1 and f"last good checkpoint is step {bad - 1}" in line
+    for _, value in leaves(final_state(tmp_path, kept[-1])["params"]):
+        assert np.isfinite(value).all()
+
+
+@pytest.mark.parametrize(
+    "sets, flags, message",
+    [
+        (
+            [],
+            ["--model=resnet5O"],
+            ("model.name: Unknown network 'resnet5O': did you mean", "'resnet50'"),
+        ),
+        (["optim.lrr=1"], [], "unknown config key 'optim.lrr' (did you mean 'lr'?); valid keys"),
+        (["optim.lr=-3"], [], "optim.lr: must be > 0, got -3.0"),
+        ([], ["--config=configs/nope.yaml"], "config file not found: configs/nope.yaml"),
+        (["data.name=cifar10", "data.dir=/no/such/dir"], [], "data.dir /no/such/dir: no such file"),
+        (
+            ["data.batch_size=30"],
+            [],
+            "data.batch_size=30 must be divisible by the number of devices",
+        ),
+        (["model.kwargs.depth=3"], [], "model.kwargs: resnet20 got unexpected keyword argument"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, sets, flags, message):
+    result = train(tmp_path, cache, *sets, flags=flags)
+    assert result.returncode == 2
+    for fragment in (message,) if isinstance(message, str) else message:
+        assert fragment in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -1,0 +1,192 @@
+"""Every data source on small files written here, and the pipeline's determinism and position."""
+
+import io
+import pickle
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from training import data, sources
+from training.config import DataConfig
+from training.errors import UserError
+
+
+def first_batches(it, n):
+    return [next(it) for _ in range(n)]
+
+
+def test_digits_split_is_fixed_balanced_and_embedded():
+    ds = sources.digits()
+    assert (len(ds.train), len(ds.eval), ds.num_classes, ds.channels) == (1437, 360, 10, 1)
+    assert ds.train[0]["image"].shape == (8, 8, 1) and ds.train[0]["image"].dtype == np.uint8
+    assert np.bincount(ds.eval.labels).min() >= 33  # every class in the test split
+
+
+def test_train_stream_is_deterministic_and_resumes_from_its_state():
+    ds, cfg = sources.digits(), DataConfig(batch_size=16)
+    make = lambda: data.train_iterator(ds, cfg, 8, 16, seed=3)  # noqa: E731
+    it = make()
+    first_batches(it, 95)  # past the end of an epoch (89 batches)
+    state = it.get_state()
+    expected = first_batches(it, 3)
+    resumed = make()
+    resumed.set_state(state)
+    for a, b in zip(expected, first_batches(resumed, 3), strict=True):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+    other_seed = next(data.train_iterator(ds, cfg, 8, 16, seed=4))
+    assert not np.array_equal(other_seed["label"], first_batches(make(), 1)[0]["label"])
+
+
+def test_processes_read_disjoint_shards():
+    ds, cfg = sources.digits(), DataConfig(crop="none")
+    seen = [
+        {bytes(x) for x in next(data.train_iterator(ds, cfg, 8, 700, 0, p, 2))["image"]}
+        for p in range(2)
+    ]
+    assert len(seen[0] & seen[1]) < 20  # digits has a few duplicate images, not whole shards
+
+
+def test_eval_batches_cover_the_split_once_with_padding_masked():
+    ds = sources.digits()
+    shards = [list(data.eval_batches(ds, DataConfig(), 8, 64, p, 3)) for p in range(3)]
+    assert len({len(s) for s in shards}) == 1  # every process runs the same number of steps
+    assert sum(b["mask"].sum() for s in shards for b in s) == 360
+    labels = np.concatenate([b["label"][b["mask"] > 0] for s in shards for b in s])
+    np.testing.assert_array_equal(np.sort(labels), np.sort(ds.eval.labels))
+
+
+def test_synthetic_source_has_the_network_size_and_classes():
+    ds = sources.synthetic(50, 12, 7)
+    batch = next(data.train_iterator(ds, DataConfig(name="synthetic"), 12, 10, 0))
+    assert batch["image"].shape == (10, 12, 12, 3) and batch["label"].max() < 7
+
+
+def write_image(path, color, fmt):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pixels = np.full((20, 30, 3), color, np.uint8)
+    pixels[:, :10] = 255 - np.array(color, np.uint8)  # not flip-symmetric
+    Image.fromarray(pixels).save(path, format=fmt)
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    colors = {"cat": (200, 30, 30), "dog": (30, 200, 30), "emu": (30, 30, 200)}
+    for split in ("train", "val"):
+        for name, color in colors.items():
+            for i in range(3):
+                fmt, ext = ("JPEG", "jpg") if i % 2 else ("PNG", "png")
+                write_image(tmp_path / split / name / f"{i}.{ext}", color, fmt)
+    (tmp_path / "train" / "cat" / "notes.txt").write_text("not an image")
+    return tmp_path
+
+
+def test_imagefolder_decodes_jpeg_and_png_and_crops_to_size(image_folder):
+    ds = sources.imagefolder(str(image_folder))
+    assert (len(ds.train), len(ds.eval), ds.num_classes) == (9, 9, 3)
+    cfg = DataConfig(name="imagefolder", dir=str(image_folder))
+    batch = next(data.train_iterator(ds, cfg, 16, 9, seed=0))
+    assert batch["image"].shape == (9, 16, 16, 3) and batch["image"].dtype == np.uint8
+    (evals,) = list(data.eval_batches(ds, cfg, 16, 9))
+    # Eval crops the centre: colours survive and each class keeps its own dominant channel.
+    dominant = evals["image"][:, 8, 12].argmax(-1)
+    np.testing.assert_array_equal(dominant, evals["label"])
+
+
+def test_corrupt_image_error_names_the_file(image_folder):
+    bad = image_folder / "train" / "dog" / "1.jpg"
+    bad.write_bytes(b"\xff\xd8 this is not really a jpeg")
+    ds = sources.imagefolder(str(image_folder))
+    it = data.train_iterator(ds, DataConfig(name="imagefolder"), 8, 9, seed=0)
+    with pytest.raises(sources.DataError, match=r"cannot read image .*dog/1\.jpg"):
+        next(it)
+
+
+def test_imagefolder_layout_errors(tmp_path):
+    with pytest.raises(UserError, match="data.dir .*nowhere: no such file or directory"):
+        sources.imagefolder(str(tmp_path / "nowhere"))
+    with pytest.raises(UserError, match=r"expected .*train/<class>/\*\.jpg\|png"):
+        sources.imagefolder(str(tmp_path))
+    with pytest.raises(UserError, match="data.dir is required"):
+        sources.imagefolder(None)
+
+
+def cifar_batch(n, seed, label_key):
+    rng = np.random.default_rng(seed)
+    return {
+        b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+        label_key: list(rng.integers(0, 10, n)),
+    }
+
+
+def write_cifar10(folder):
+    folder.mkdir(parents=True)
+    batches = {f"data_batch_{i}": cifar_batch(4, i, b"labels") for i in range(1, 6)}
+    batches["test_batch"] = cifar_batch(3, 9, b"labels")
+    batches["batches.meta"] = {b"label_names": [b"x"] * 10}
+    for name, content in batches.items():
+        (folder / name).write_bytes(pickle.dumps(content))
+    return batches
+
+
+def test_cifar10_from_the_archive_and_from_its_folder(tmp_path):
+    batches = write_cifar10(tmp_path / "cifar-10-batches-py")
+    with tarfile.open(tmp_path / "cifar-10-python.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (tmp_path / "cifar-10-python.tar.gz").rename(archive / "cifar-10-python.tar.gz")
+    for where in (
+        archive,
+        archive / "cifar-10-python.tar.gz",
+        tmp_path,
+        tmp_path / "cifar-10-batches-py",
+    ):
+        ds = sources.cifar(str(where), 10)
+        assert (len(ds.train), len(ds.eval), ds.fixed_size) == (20, 3, 32)
+        first = batches["data_batch_1"][b"data"][0].reshape(3, 32, 32).transpose(1, 2, 0)
+        np.testing.assert_array_equal(ds.train[0]["image"], first)  # channels last
+        assert ds.eval[2]["label"] == batches["test_batch"][b"labels"][2]
+
+
+def test_cifar100_reads_fine_labels(tmp_path):
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    for name, n in (("train", 5), ("test", 2)):
+        content = cifar_batch(n, 1, b"fine_labels") | {b"coarse_labels": [0] * n}
+        (folder / name).write_bytes(pickle.dumps(content))
+    (folder / "meta").write_bytes(pickle.dumps({}))
+    ds = sources.cifar(str(tmp_path), 100)
+    assert (len(ds.train), ds.num_classes) == (5, 100)
+
+
+def test_cifar_errors_name_what_is_missing(tmp_path):
+    with pytest.raises(UserError, match="neither cifar-10-python.tar.gz nor an extracted"):
+        sources.cifar(str(tmp_path), 10)
+    bad = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        info = tarfile.TarInfo("cifar-10-batches-py/data_batch_1")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+    with pytest.raises(UserError, match="data_batch_1: not a CIFAR python batch"):
+        sources.cifar(str(bad), 10)
+
+
+def test_tfds_without_tensorflow_datasets_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
+    with pytest.raises(UserError, match="needs tensorflow-datasets: pip install"):
+        sources.tfds("mnist", None)
+
+
+def test_worker_processes_give_the_same_stream():
+    ds = sources.synthetic(64, 8, 5)
+    plain = data.train_iterator(ds, DataConfig(flip=True), 8, 8, seed=1)
+    workers = data.train_iterator(ds, DataConfig(flip=True, workers=2), 8, 8, seed=1)
+    try:
+        for a, b in zip(first_batches(plain, 4), first_batches(workers, 4), strict=True):
+            np.testing.assert_array_equal(a["image"], b["image"])
+    finally:
+        workers.close()

@@ -1,0 +1,130 @@
+"""The loss, the optimizers and schedules, and the eval step, on tiny inputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import nets_factory
+from training import loop, optim, steps
+from training.config import ModelConfig, OptimConfig
+from training.errors import UserError
+
+LOGITS = jnp.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
+LABELS = jnp.array([0, 1])
+
+
+def test_loss_is_mean_cross_entropy():
+    expected = optax.softmax_cross_entropy_with_integer_labels(LOGITS, LABELS).mean()
+    assert np.isclose(steps.classification_loss(LOGITS, {"logits": LOGITS}, LABELS), expected)
+
+
+def test_aux_logits_add_their_cross_entropy_weighted_by_0_4():
+    aux = jnp.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]])
+    main = steps.classification_loss(LOGITS, {}, LABELS, 0.1)
+    with_aux = steps.classification_loss(LOGITS, {"aux_logits": aux}, LABELS, 0.1)
+    aux_loss = steps.cross_entropy(aux, LABELS, 0.1).mean()
+    assert np.isclose(with_aux, main + 0.4 * aux_loss)
+
+
+def test_label_smoothing_spreads_epsilon_over_all_classes():
+    eps, k = 0.3, 3
+    targets = np.eye(k)[np.asarray(LABELS)] * (1 - eps) + eps / k
+    expected = -(targets * jax.nn.log_softmax(LOGITS)).sum(-1)
+    np.testing.assert_allclose(steps.cross_entropy(LOGITS, LABELS, eps), expected, rtol=1e-6)
+
+
+def lr_at(schedule, *points):
+    return [float(schedule(p)) for p in points]
+
+
+def test_schedules_warm_up_linearly_then_decay_to_their_end():
+    common = dict(lr=0.4, warmup_epochs=1, end_lr=0.01)
+    cosine = optim.schedule(OptimConfig(schedule="cosine", **common), 128, 100, 10)
+    assert np.allclose(lr_at(cosine, 0, 5, 10, 100), [0, 0.2, 0.4, 0.01])
+    poly = optim.schedule(OptimConfig(schedule="polynomial", power=1.0, **common), 128, 100, 10)
+    assert np.allclose(lr_at(poly, 55, 100), [0.205, 0.01])
+    step = optim.schedule(
+        OptimConfig(schedule="step", boundaries=(0.5, 0.75), **common), 1, 100, 10
+    )
+    assert np.allclose(lr_at(step, 49, 50, 74, 75), [0.4, 0.04, 0.04, 0.004])
+    expo = optim.schedule(OptimConfig(schedule="exponential", lr=1.0, decay_epochs=2), 1, 100, 10)
+    assert np.allclose(lr_at(expo, 19, 20, 40), [1.0, 0.1, 0.01])
+    const = optim.schedule(OptimConfig(schedule="constant", lr=0.3), 1, 100, 10)
+    assert np.allclose(lr_at(const, 0, 99), [0.3, 0.3])
+
+
+def test_lr_scales_with_the_batch_when_a_reference_batch_is_set():
+    cfg = OptimConfig(lr=0.1, lr_reference_batch=256, schedule="constant")
+    assert np.isclose(float(optim.schedule(cfg, 1024, 10, 1)(3)), 0.4)
+
+
+PARAMS = {"Conv_0": {"kernel": jnp.ones((3, 3)), "bias": jnp.ones(3)}}
+
+
+@pytest.mark.parametrize(
+    "name", ["sgd", "momentum", "nesterov", "adamw", "rmsprop", "lamb", "lars"]
+)
+def test_every_optimizer_descends(name):
+    tx = optim.optimizer(OptimConfig(name=name, lr=0.01), optax.constant_schedule(0.01))
+    grads = jax.tree.map(jnp.ones_like, PARAMS)
+    updates, _ = tx.update(grads, tx.init(PARAMS), PARAMS)
+    assert all(float(u.sum()) < 0 for u in jax.tree.leaves(updates))
+
+
+def test_decoupled_decay_touches_kernels_only():
+    cfg = OptimConfig(name="adamw", lr=0.1, weight_decay=0.5)
+    tx = optim.optimizer(cfg, optax.constant_schedule(0.1))
+    zeros = jax.tree.map(jnp.zeros_like, PARAMS)
+    updates, _ = tx.update(zeros, tx.init(PARAMS), PARAMS)
+    np.testing.assert_allclose(updates["Conv_0"]["kernel"], -0.05)
+    np.testing.assert_allclose(updates["Conv_0"]["bias"], 0.0)
+
+
+def test_trainable_regexes_freeze_everything_else():
+    params = {"Dense_0": {"kernel": jnp.ones(2)}, "conv_init": {"kernel": jnp.ones(2)}}
+    tx = optim.optimizer(OptimConfig(), optax.constant_schedule(0.1), trainable=["Dense_"])
+    grads = jax.tree.map(jnp.ones_like, params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    assert float(abs(updates["Dense_0"]["kernel"]).sum()) > 0
+    assert float(abs(updates["conv_init"]["kernel"]).sum()) == 0
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    kwargs = dict(stage_sizes=(1, 1), num_filters=4)
+    train_fn = nets_factory.get_network_fn("resnet20", 3, 1e-4, is_training=True, **kwargs)
+    eval_fn = nets_factory.get_network_fn("resnet20", 3, **kwargs)
+    variables = jax.jit(train_fn.init)(jax.random.PRNGKey(0), jnp.zeros((1, 8, 8, 1)))
+    prepare = lambda x: steps.preprocess(x, 8, (0.5,), (0.25,))  # noqa: E731
+    return train_fn, eval_fn, variables, prepare
+
+
+def test_eval_step_counts_real_examples_only(tiny):
+    _, eval_fn, variables, prepare = tiny
+    state = steps.create_state(variables, optax.sgd(0.1), jax.random.PRNGKey(1), ema=False)
+    images = np.random.default_rng(0).integers(0, 255, (4, 8, 8, 1), dtype=np.uint8)
+    eval_step = jax.jit(steps.make_eval_step(eval_fn, prepare, use_ema=False))
+    full = eval_step(state, {"image": images, "label": np.array([0, 1, 2, 0]), "mask": np.ones(4)})
+    mask = np.array([1.0, 1.0, 0.0, 0.0])
+    half = eval_step(state, {"image": images, "label": np.array([0, 1, 2, 0]), "mask": mask})
+    first = eval_step(state, {"image": images[:2], "label": np.array([0, 1]), "mask": np.ones(2)})
+    np.testing.assert_allclose(half, first, rtol=1e-5)
+    assert float(full[3]) == 4 and float(half[3]) == 2 and float(full[2]) == 4  # 3 classes: top-5
+
+
+def test_gradient_clipping_bounds_the_update():
+    cfg = OptimConfig(name="sgd", lr=1.0, clip_grad_norm=0.5)
+    tx = optim.optimizer(cfg, optax.constant_schedule(1.0))
+    grads = jax.tree.map(lambda p: 1e6 * jnp.ones_like(p), PARAMS)
+    updates, _ = tx.update(grads, tx.init(PARAMS), PARAMS)
+    assert np.isclose(float(optax.tree.norm(updates)), 0.5, rtol=1e-5)
+
+
+def test_model_dtype_reaches_the_network():
+    train_fn, eval_fn = loop.network_fns(ModelConfig(name="resnet18", dtype="bfloat16"), 10)
+    assert train_fn.module.dtype == eval_fn.module.dtype == jnp.bfloat16
+    assert train_fn.is_training and not eval_fn.is_training
+    with pytest.raises(UserError, match="model.kwargs.dtype: set model.dtype instead"):
+        loop.network_fns(ModelConfig(kwargs={"dtype": "float16"}), 10)

@@ -1,0 +1,60 @@
+"""Trains a network of the registry from a YAML experiment config.
+
+    python train.py                                        # digits, the README's main job
+    python train.py --config=configs/imagenet_resnet50.yaml --workdir=runs/r50
+    python train.py --set optim.lr=0.05 --set train.steps=200
+
+Re-running a command with the same --workdir resumes it. Errors in the config or the data are one
+line on stderr and a non-zero exit status.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+from absl import app, flags, logging
+
+from training import config
+from training.errors import UserError
+
+_DEFAULT = Path(__file__).parent / "configs" / "default.yaml"
+_CONFIG = flags.DEFINE_string("config", None, "YAML experiment config; default: the digits job.")
+_MODEL = flags.DEFINE_string("model", None, "Network name; overrides model.name.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output folder; default: a new one under runs/.")
+_SET = flags.DEFINE_multi_string("set", [], "key.path=value overrides, values parsed as YAML.")
+_CACHE = flags.DEFINE_string(
+    "compilation_cache", "~/.cache/jax_nets_factory", "XLA compilation cache folder; '' disables."
+)
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-process: host:port of process 0."
+)
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: how many processes.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # orbax logs every save at info level
+    try:
+        overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
+        # Before importing JAX, so that config errors come back at once.
+        cfg = config.load(_CONFIG.value or _DEFAULT, overrides)
+        import jax
+
+        from training import loop, sharding
+
+        if _CACHE.value:
+            jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+        workdir = _WORKDIR.value or f"runs/{cfg.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        loop.train(cfg, workdir)
+    except UserError as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        sys.exit(getattr(e, "exit_code", 2))
+
+
+if __name__ == "__main__":
+    app.run(main)

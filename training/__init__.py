@@ -1,0 +1,7 @@
+"""The training program below `train.py`: one module per concern.
+
+config (YAML -> frozen dataclasses), sources + data (datasets and grain pipelines), steps (the
+train state and the jitted steps), optim (optimizers, schedules), sharding (the device mesh),
+checkpoint (orbax, fine-tuning), metrics (files and console), preemption (signals), loop (the
+program: `train(config, workdir)`).
+"""

@@ -1,0 +1,111 @@
+"""Checkpoints with orbax-checkpoint, and fine-tuning from another run's weights.
+
+`<workdir>/checkpoints/<step>/state` holds the whole `TrainState` (params, BatchNorm statistics,
+optimizer state, EMA, RNG, step) and `<step>/data` the input pipeline's position (grain's
+iterator state, one file per process). Orbax writes each step into a temporary folder and
+renames it when complete, so a run killed at any moment leaves only whole checkpoints behind.
+"""
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import flax
+import grain
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from training.errors import UserError
+from training.steps import TrainState
+
+
+class Checkpointer:
+    """Saves and restores `(TrainState, data iterator)` pairs under `directory/<step>/`."""
+
+    def __init__(self, directory: Path, keep: int):
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+        self._manager = ocp.CheckpointManager(directory.absolute(), options=options)
+        self.directory = directory
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def save(self, step: int, state: TrainState, data_iterator: grain.DatasetIterator) -> None:
+        """Starts writing; returns once the arrays are off the devices (they may be donated)."""
+        if jax.process_count() == 1:
+            # Host copies: orbax then writes them as they are, instead of compiling a slicing
+            # program per array shape (seconds, on CPU). Several processes hand over their shards.
+            state = jax.device_get(state)
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(state),
+            data=grain.checkpoint.CheckpointSave(data_iterator),
+        )
+        self._manager.save(step, args=args, force=True)
+
+    def restore(
+        self, step: int, like: TrainState, data_iterator: grain.DatasetIterator
+    ) -> TrainState:
+        """The state saved at `step`, placed like `like`; moves `data_iterator` to its position."""
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        args = ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract),
+            data=grain.checkpoint.CheckpointRestore(data_iterator),
+        )
+        return self._manager.restore(step, args=args).state
+
+    def close(self) -> None:
+        """Waits for the last write to finish."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+
+def find_state(init_from: str) -> Path:
+    """The `state` folder of the checkpoint that `finetune.init_from` names.
+
+    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, or one `<step>` folder.
+    """
+    path = Path(init_from).expanduser()
+    if (path / "checkpoints").is_dir():
+        path = path / "checkpoints"
+    if not (path / "state").is_dir():
+        steps = [int(p.name) for p in path.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
+        if not steps:
+            raise UserError(f"finetune.init_from: no checkpoint found at {init_from}")
+        path = path / str(max(steps))
+    return path / "state"
+
+
+def merge_pretrained(
+    init_from: str, variables: dict, exclude: Sequence[str]
+) -> tuple[dict, list[str]]:
+    """`variables` ({'params', 'batch_stats'}) with every entry not matching `exclude` replaced
+    by the checkpoint's. Returns the merged variables and the names kept at initialisation.
+
+    Raises:
+      UserError: an entry that is not excluded is missing from the checkpoint or has another
+        shape there; the message names its path.
+    """
+    state_dir = find_state(init_from)
+    saved = ocp.StandardCheckpointer().restore(state_dir.absolute())
+    saved_flat = flax.traverse_util.flatten_dict({k: saved.get(k, {}) for k in variables}, sep="/")
+    patterns = [re.compile(p) for p in exclude]
+    merged, kept = {}, []
+    for name, value in flax.traverse_util.flatten_dict(variables, sep="/").items():
+        if any(p.search(name) for p in patterns):
+            merged[name] = value
+            kept.append(name)
+            continue
+        if name not in saved_flat:
+            raise UserError(
+                f"finetune.init_from: {name} is not in {state_dir}; exclude it with a "
+                "finetune.exclude regex"
+            )
+        old = saved_flat[name]
+        if tuple(old.shape) != tuple(value.shape):
+            raise UserError(
+                f"finetune.init_from: {name} has shape {tuple(old.shape)} in {state_dir} but "
+                f"{tuple(value.shape)} here; exclude it with a finetune.exclude regex"
+            )
+        merged[name] = np.asarray(old, dtype=value.dtype)
+    return flax.traverse_util.unflatten_dict(merged, sep="/"), kept

@@ -1,0 +1,184 @@
+"""Input pipelines on grain: deterministic, sharded by process, with a checkpointable position.
+
+Training: source -> this process's shard -> shuffle (a new order every epoch) -> endless repeat ->
+augment (each record's randomness derives from the seed and its index) -> batch -> threads and,
+with `data.workers`, worker processes. So the stream of batches depends only on the seed and the
+number of processes, and `iterator.get_state()` is a small dict that restores the exact position.
+
+Images leave the pipeline as uint8 `[batch, h, w, c]` (a quarter of float32's bytes to move);
+the train and eval steps scale, resize and normalise them on the device (`training.steps`).
+"""
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import grain
+import numpy as np
+from absl import flags
+from PIL import Image, UnidentifiedImageError
+
+from training.config import DataConfig
+from training.sources import DataError, Dataset
+
+EVAL_CROP_FRACTION = 0.875  # eval: the centre 87.5% square, the Inception/ResNet convention
+
+
+def open_image(image: Any) -> Image.Image:
+    """A PIL image from a file path (decoded, RGB) or an array (any size); errors name the file."""
+    if isinstance(image, str | bytes):
+        try:
+            with Image.open(image) as opened:
+                return opened.convert("RGB")
+        except (OSError, UnidentifiedImageError, ValueError) as e:
+            raise DataError(f"cannot read image {image}: {e}") from None
+    array = np.asarray(image)
+    return Image.fromarray(array[..., 0] if array.shape[-1] == 1 else array)
+
+
+def center_crop(image: Image.Image, size: int, fraction: float) -> Image.Image:
+    """The centred square of side `fraction * min(w, h)`, resized to `size`."""
+    w, h = image.size
+    side = fraction * min(w, h)
+    left, top = (w - side) / 2, (h - side) / 2
+    return image.resize((size, size), Image.BILINEAR, box=(left, top, left + side, top + side))
+
+
+def random_resized_crop(
+    image: Image.Image, size: int, min_area: float, rng: np.random.Generator
+) -> Image.Image:
+    """Inception's crop: a random area in [min_area, 1] and aspect ratio in [3/4, 4/3]."""
+    w, h = image.size
+    for _ in range(10):
+        area = w * h * rng.uniform(min_area, 1.0)
+        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+        cw, ch = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+        if 0 < cw <= w and 0 < ch <= h:
+            x, y = rng.integers(0, w - cw + 1), rng.integers(0, h - ch + 1)
+            return image.resize((size, size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
+    return center_crop(image, size, 1.0)
+
+
+def pad_crop(image: np.ndarray, padding: int, rng: np.random.Generator) -> np.ndarray:
+    """He et al.'s CIFAR crop: zero-pad by `padding` pixels, crop the original size at random."""
+    h, w = image.shape[:2]
+    padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)))
+    y, x = rng.integers(0, 2 * padding + 1, size=2)
+    return padded[y : y + h, x : x + w]
+
+
+def _as_array(image: Image.Image, channels: int) -> np.ndarray:
+    array = np.asarray(image, dtype=np.uint8)
+    return array[..., None] if channels == 1 and array.ndim == 2 else array
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainTransform:
+    """Decodes (files) and augments one record; `rng` is grain's per-record generator."""
+
+    image_size: int  # the size variable-size images are cropped to
+    fixed_size: bool  # in-memory images keep their size; the device resizes them
+    channels: int
+    crop: str
+    padding: int
+    min_area: float
+    flip: bool
+
+    def __call__(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        image = record["image"]
+        if self.crop == "resized":
+            size = image.shape[0] if self.fixed_size else self.image_size
+            image = _as_array(
+                random_resized_crop(open_image(image), size, self.min_area, rng), self.channels
+            )
+        elif not self.fixed_size:
+            image = _as_array(center_crop(open_image(image), self.image_size, 1.0), self.channels)
+        if self.crop == "pad":
+            image = pad_crop(np.asarray(image), self.padding, rng)
+        if self.flip and rng.random() < 0.5:
+            image = image[:, ::-1]
+        return {"image": np.ascontiguousarray(image, dtype=np.uint8), "label": record["label"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalTransform:
+    """Decodes, resizes and centre-crops variable-size images; in-memory ones pass unchanged."""
+
+    image_size: int
+    fixed_size: bool
+    channels: int
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        image = record["image"]
+        if not self.fixed_size:
+            image = _as_array(
+                center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION), self.channels
+            )
+        return {"image": np.asarray(image, dtype=np.uint8), "label": record["label"]}
+
+
+def _read_options(data: DataConfig) -> grain.ReadOptions:
+    return grain.ReadOptions(num_threads=data.threads, prefetch_buffer_size=4 * data.threads)
+
+
+def train_iterator(
+    dataset: Dataset,
+    data: DataConfig,
+    image_size: int,
+    local_batch: int,
+    seed: int,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> grain.DatasetIterator:
+    """An endless, checkpointable iterator of this process's training batches."""
+    transform = TrainTransform(
+        image_size=image_size,
+        fixed_size=dataset.fixed_size is not None,
+        channels=dataset.channels,
+        crop=data.crop or dataset.crop,
+        padding=data.crop_padding,
+        min_area=data.min_crop_area,
+        flip=dataset.flip if data.flip is None else data.flip,
+    )
+    ds = grain.MapDataset.source(dataset.train)[process_index::process_count]
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)
+    ds = ds.batch(local_batch, drop_remainder=True).to_iter_dataset(_read_options(data))
+    if data.workers:
+        if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
+            # none parsed (train.py has)
+            flags.FLAGS.mark_as_parsed()
+        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=data.workers))
+    return iter(ds)
+
+
+def eval_batches(
+    dataset: Dataset,
+    data: DataConfig,
+    image_size: int,
+    local_batch: int,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> Iterator[dict[str, np.ndarray]]:
+    """One pass over this process's shard of the eval split, in full batches with a `mask`.
+
+    The last batch is padded (mask 0), and every process yields the same number of batches, so
+    the jitted eval step sees one shape and no process waits for another that has finished.
+    """
+    transform = EvalTransform(image_size, dataset.fixed_size is not None, dataset.channels)
+    ds = grain.MapDataset.source(dataset.eval)[process_index::process_count].map(transform)
+    num_batches = math.ceil(math.ceil(len(dataset.eval) / process_count) / local_batch)
+    batches = iter(ds.batch(local_batch).to_iter_dataset(_read_options(data)))
+    template = None
+    for _ in range(num_batches):
+        batch = next(batches, None)
+        if batch is None:  # this process's shard ran out: a batch of padding only
+            batch = {k: v[:0] for k, v in template.items()}
+        template = batch
+        n = len(batch["label"])
+        pad = [(0, local_batch - n)]
+        yield {
+            "image": np.pad(batch["image"], pad + [(0, 0)] * 3),
+            "label": np.pad(batch["label"], pad),
+            "mask": np.pad(np.ones(n, np.float32), pad),
+        }

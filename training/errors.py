@@ -1,0 +1,9 @@
+"""The one exception type that `train.py` prints as a single line instead of a traceback."""
+
+
+class UserError(Exception):
+    """Bad input from the user: a config key, a value, a path, a data file.
+
+    Its message is the whole story (what was wrong, where, and what would be valid), so the
+    entry point prints it alone and exits non-zero.
+    """

@@ -1,0 +1,315 @@
+"""The training program: `train(config, workdir)`.
+
+Builds the mesh, the dataset, the network (`get_network_fn`), the optimizer and the state,
+restores the latest checkpoint of `workdir` (or fine-tunes from `finetune.init_from`), then for
+each batch: shard, `train_step`, log; evaluate and save on their cadence, and when stopped.
+"""
+
+import dataclasses
+import functools
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grain
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import nets_factory
+from training import checkpoint, data, optim, preemption, sharding, sources, steps
+from training.config import (
+    Config,
+    FinetuneConfig,
+    ModelConfig,
+    changes,
+    dump,
+    parse_yaml,
+    to_dict,
+)
+from training.errors import UserError
+from training.metrics import Console, MetricsLog, Throughput
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    workdir: Path
+    steps: int
+    best_top1: float | None
+    final_top1: float | None
+    wall_seconds: float
+    images_per_second: float
+
+    def __str__(self) -> str:
+        pct = lambda v: "n/a" if v is None else f"{100 * v:.2f}%"  # noqa: E731
+        rate = "n/a" if math.isnan(self.images_per_second) else f"{self.images_per_second:.0f}"
+        return (
+            f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}, final "
+            f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, {rate} img/s training; "
+            f"workdir {self.workdir}"
+        )
+
+
+def network_fns(model: ModelConfig, num_classes: int | None):
+    """The training and evaluation networks, with config mistakes as one-line errors."""
+    kwargs = dict(model.kwargs)
+    if "dtype" in kwargs:
+        raise UserError("model.kwargs.dtype: set model.dtype instead")
+    build = functools.partial(
+        nets_factory.get_network_fn,
+        model.name,
+        num_classes,
+        weight_decay=model.weight_decay,
+        dtype=jnp.dtype(model.dtype),
+        **kwargs,
+    )
+    try:
+        return build(is_training=True), build(is_training=False)
+    except ValueError as e:
+        raise UserError(f"model.name: {e}") from None
+    except TypeError as e:
+        raise UserError(f"model.kwargs: {e}") from None
+
+
+def resolve(config: Config) -> tuple[Config, sources.Dataset]:
+    """Fills the defaults that depend on the network and the data; loads the dataset."""
+    probe, _ = network_fns(config.model, None)
+    image_size = config.data.image_size or probe.default_image_size
+    dataset = sources.load(config.data, image_size, config.model.num_classes)
+    return dataclasses.replace(
+        config,
+        model=dataclasses.replace(
+            config.model, num_classes=config.model.num_classes or dataset.num_classes
+        ),
+        data=dataclasses.replace(
+            config.data,
+            image_size=image_size,
+            eval_batch_size=config.data.eval_batch_size or config.data.batch_size,
+        ),
+    ), dataset
+
+
+def initial_state(
+    config: Config, train_fn, tx, channels: int, mesh
+) -> tuple[steps.TrainState, list[str]]:
+    """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
+    and the names of the variables that fine-tuning left at their initialisation."""
+    init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
+    size = config.data.image_size
+    images = jnp.zeros((1, size, size, channels), jnp.float32)
+    replicated = sharding.replicated(mesh)
+    variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
+    variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
+    fresh = []
+    if config.finetune.init_from:
+        variables, fresh = checkpoint.merge_pretrained(
+            config.finetune.init_from, variables, config.finetune.exclude
+        )
+    trainable = config.finetune.trainable
+    if trainable:
+        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
+        if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
+            raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
+    create = functools.partial(steps.create_state, tx=tx, ema=config.optim.ema_decay > 0)
+    return jax.jit(create, out_shardings=replicated)(variables, rng=run_key), fresh
+
+
+def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
+    """Loss, top-1 and top-5 over the eval split (every process's shard)."""
+    sums = None
+    for batch in batches:
+        out = eval_step(state, sharding.shard_batch(batch, mesh))
+        sums = out if sums is None else sums + out
+    loss, top1, top5, count = np.asarray(sums, np.float64).tolist()
+    return {"eval/loss": loss / count, "eval/top1": top1 / count, "eval/top5": top5 / count}
+
+
+def check_finite(state: steps.TrainState, checkpoints: checkpoint.Checkpointer) -> None:
+    """Stops the run if a loss was not finite (the state then holds the last good step)."""
+    bad = int(state.nonfinite_step)
+    if bad >= 0:
+        last = checkpoints.latest_step()
+        kept = (
+            f"the last good checkpoint is step {last} in {checkpoints.directory}"
+            if last
+            else "no checkpoint was saved"
+        )
+        raise UserError(f"loss became non-finite at step {bad}; stopped there, {kept}")
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything `train` builds before its first step."""
+
+    config: Config  # resolved: num_classes, image_size and eval_batch_size filled in
+    dataset: sources.Dataset
+    mesh: jax.sharding.Mesh
+    total_steps: int
+    steps_per_epoch: float
+    lr: optax.Schedule
+    train_step: Callable
+    eval_step: Callable
+    batches: grain.DatasetIterator
+    eval_batches: Callable[[], Iterator[dict]]
+    checkpoints: checkpoint.Checkpointer
+    state: steps.TrainState
+    start_step: int
+    note: str  # how it started: resumed, or fine-tuned from where
+
+    def describe(self) -> str:
+        c, d = self.config, self.config.data
+        return (
+            f"{c.model.name} on {d.name} ({len(self.dataset.train)} train / "
+            f"{len(self.dataset.eval)} eval images, {c.model.num_classes} classes, "
+            f"{d.image_size} px): {self.total_steps} steps of {d.batch_size} images on "
+            f"{jax.device_count()} {jax.devices()[0].platform} device(s)" + self.note
+        )
+
+
+def build(config: Config, workdir: Path) -> Run:
+    """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
+    mesh = sharding.make_mesh()
+    config, dataset = resolve(config)
+    d, t, o = config.data, config.train, config.optim
+    train_fn, eval_fn = network_fns(config.model, config.model.num_classes)
+    local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
+    local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
+    steps_per_epoch = len(dataset.train) / d.batch_size
+    total = t.steps or math.ceil(t.epochs * steps_per_epoch)
+    lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
+    tx = optim.optimizer(o, lr, config.finetune.trainable)
+    prepare = functools.partial(
+        steps.preprocess,
+        image_size=d.image_size,
+        mean=d.mean or dataset.mean,
+        std=d.std or dataset.std,
+    )
+    replicated = sharding.replicated(mesh)
+    train_step = steps.make_train_step(
+        train_fn, tx, prepare, o.label_smoothing, o.ema_decay, t.log_every
+    )
+    eval_step = steps.make_eval_step(eval_fn, prepare, o.ema_decay > 0)
+    where = (jax.process_index(), jax.process_count())
+    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
+
+    checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
+    start = checkpoints.latest_step()
+    if start is None:
+        state, fresh = initial_state(config, train_fn, tx, dataset.channels, mesh)
+        init_from = config.finetune.init_from
+        note = f"; fine-tuning from {init_from}" if init_from else ""
+        note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
+    else:  # resuming: the checkpoint has the weights, whatever finetune.init_from says
+        scratch = dataclasses.replace(config, finetune=FinetuneConfig())
+        like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
+        state = checkpoints.restore(start, like, batches)
+        note = f"; resumed at step {start}"
+    return Run(
+        config=config,
+        dataset=dataset,
+        mesh=mesh,
+        total_steps=total,
+        steps_per_epoch=steps_per_epoch,
+        lr=lr,
+        train_step=jax.jit(train_step, donate_argnums=0, out_shardings=replicated),
+        eval_step=jax.jit(eval_step, out_shardings=replicated),
+        batches=batches,
+        eval_batches=functools.partial(
+            data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
+        ),
+        checkpoints=checkpoints,
+        state=state,
+        start_step=start or 0,
+        note=note,
+    )
+
+
+def train(config: Config, workdir: str | Path) -> Summary:
+    """Trains (or resumes, or fine-tunes) as `config` says; writes everything under `workdir`."""
+    started, workdir = time.perf_counter(), Path(workdir)
+    process0 = jax.process_index() == 0
+    run = build(config, workdir)
+    resolved, changed = workdir / "config.yaml", []
+    if run.start_step and resolved.exists():  # say what a resumed run does differently
+        changed = changes(parse_yaml(resolved.read_text(), str(resolved)), to_dict(run.config))
+    if process0:
+        workdir.mkdir(parents=True, exist_ok=True)
+        resolved.write_text(dump(run.config))
+    log = MetricsLog(workdir, run.start_step, process0)
+    console = Console(run.total_steps, run.start_step, process0)
+    console.print(f"{run.describe()}; workdir {workdir}")
+    if changed:
+        console.print(f"config changed since the last run: {'; '.join(changed)}")
+    throughput = Throughput(run.config.data.batch_size)
+    try:
+        with preemption.catch_signals() as stop:
+            for step in range(run.start_step + 1, run.total_steps + 1):
+                run.state = run.train_step(
+                    run.state, sharding.shard_batch(next(run.batches), run.mesh)
+                )
+                throughput.step()
+                console.advance()
+                if step == run.start_step + 1:  # leave compilation out of img/s
+                    jax.block_until_ready(run.state.step)
+                    throughput.restart()
+                on_step_end(run, step, stop, log, console, throughput)
+    finally:
+        run.checkpoints.close()
+        log.close()
+        console.close()
+    summary = Summary(
+        workdir,
+        run.total_steps,
+        log.best("eval/top1"),
+        log.last("eval/top1"),
+        time.perf_counter() - started,
+        throughput.mean(),
+    )
+    console.print(str(summary))
+    return summary
+
+
+def on_step_end(
+    run: Run, step: int, stop, log: MetricsLog, console: Console, throughput: Throughput
+):
+    """Logs, evaluates and saves on their cadence (eval before save: a resumed run never redoes
+    a step that has its records), and stops after saving when a signal asked it to."""
+    t, last = run.config.train, step == run.total_steps
+    if step % t.log_every == 0 or last:
+        check_finite(run.state, run.checkpoints)
+        window = np.asarray(run.state.window) / ((step - 1) % t.log_every + 1)
+        loss, top1 = window.tolist()
+        lr, rate = float(run.lr(step - 1)), throughput.measure()
+        log.write(
+            step,
+            {
+                "train/loss": loss,
+                "train/top1": top1,
+                "train/lr": lr,
+                "train/img_per_sec": rate,
+                "epoch": step / run.steps_per_epoch,
+            },
+        )
+        console.show(loss, lr, rate)
+    if (t.eval_every and step % t.eval_every == 0) or last:
+        check_finite(run.state, run.checkpoints)
+        metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
+        log.write(step, metrics)
+        console.print(
+            f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
+            f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"
+        )
+        throughput.restart()
+    if step % t.checkpoint_every == 0 or last or stop:
+        check_finite(run.state, run.checkpoints)
+        run.checkpoints.save(step, run.state, run.batches)
+        throughput.restart()
+    if stop:
+        raise preemption.Interrupted(
+            f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}; "
+            "run the same command to resume",
+            stop.signum,
+        )

@@ -1,0 +1,145 @@
+"""What the run reports: `metrics.jsonl`, TensorBoard events, and the console (bar and lines).
+
+A resumed run rewinds its records to the checkpoint it restored: records written after that step
+by the interrupted attempt are dropped from `metrics.jsonl`, and TensorBoard purges them
+(`purge_step`), so the files end exactly as an uninterrupted run's would.
+"""
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import tqdm
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class MetricsLog:
+    """Appends `{'step': s, name: value, ...}` records; only process 0 writes anything."""
+
+    def __init__(self, workdir: Path, resume_step: int | None, enabled: bool = True):
+        self.path = workdir / METRICS_FILE
+        self.enabled = enabled
+        self.records = self._rewind(resume_step or 0)
+        self._tb = None
+        if enabled:
+            writer = _summary_writer_class()
+            self._tb = writer(str(workdir / "tensorboard"), purge_step=(resume_step or 0) + 1)
+
+    def _rewind(self, step: int) -> list[dict[str, Any]]:
+        """Keeps the records of steps up to `step`; rewrites the file atomically."""
+        if not self.path.exists():
+            return []
+        lines = self.path.read_text().splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+        records = [r for r in records if r["step"] <= step]
+        if self.enabled:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+            os.replace(tmp, self.path)
+        return records
+
+    def write(self, step: int, values: dict[str, float]) -> None:
+        record = {"step": step, **values}
+        self.records.append(record)
+        if not self.enabled:
+            return
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        for name, value in values.items():
+            self._tb.add_scalar(name, value, step)
+        self._tb.flush()
+
+    def best(self, name: str) -> float | None:
+        values = [r[name] for r in self.records if name in r]
+        return max(values) if values else None
+
+    def last(self, name: str) -> float | None:
+        values = [r[name] for r in self.records if name in r]
+        return values[-1] if values else None
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _summary_writer_class():
+    """tensorboardX's SummaryWriter, imported without torch.
+
+    tensorboardX imports torch when it is installed, only to convert torch tensors; that costs
+    seconds at every start and we log Python floats. So torch is hidden during the import (unless
+    something has imported it already, in which case it costs nothing).
+    """
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # makes `import torch` raise ImportError
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
+class Throughput:
+    """Images per second over the training steps only (not compilation, evaluation or saving)."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+        self.total_steps, self.total_seconds = 0, 0.0
+        self.restart()
+
+    def restart(self) -> None:
+        """Call after anything that is not training, once the devices are idle."""
+        self._start, self._steps = time.perf_counter(), 0
+
+    def step(self) -> None:
+        self._steps += 1
+
+    def measure(self) -> float:
+        """img/s since the last restart (call once the devices have finished those steps)."""
+        seconds = time.perf_counter() - self._start
+        self.total_steps += self._steps
+        self.total_seconds += seconds
+        rate = self._steps * self.batch_size / seconds if self._steps else math.nan
+        self.restart()
+        return rate
+
+    def mean(self) -> float:
+        return (
+            self.total_steps * self.batch_size / self.total_seconds
+            if self.total_seconds
+            else math.nan
+        )
+
+
+class Console:
+    """A progress bar with loss, lr and img/s, and one line per evaluation; silent off process 0."""
+
+    def __init__(self, total_steps: int, start_step: int, enabled: bool = True):
+        self._bar = tqdm.tqdm(
+            total=total_steps,
+            initial=start_step,
+            disable=not enabled,
+            dynamic_ncols=True,
+            unit="step",
+            mininterval=1.0,
+        )
+        self.enabled = enabled
+
+    def advance(self, steps: int = 1) -> None:
+        self._bar.update(steps)
+
+    def show(self, loss: float, lr: float, images_per_second: float) -> None:
+        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_second:.3g}")
+
+    def print(self, line: str) -> None:
+        if self.enabled:
+            self._bar.write(line)
+
+    def close(self) -> None:
+        self._bar.close()

@@ -60,20 +60,34 @@ class Checkpointer:
         self._manager.close()
 
 
-def find_state(init_from: str) -> Path:
-    """The `state` folder of the checkpoint that `finetune.init_from` names.
+def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
+    """The `state` folder of the checkpoint that `path` names.
 
-    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, or one `<step>` folder.
+    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, or one `<step>` folder;
+    `key` names the setting in the error when there is none.
     """
-    path = Path(init_from).expanduser()
+    given = path
+    path = Path(path).expanduser()
     if (path / "checkpoints").is_dir():
         path = path / "checkpoints"
     if not (path / "state").is_dir():
         steps = [int(p.name) for p in path.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
         if not steps:
-            raise UserError(f"finetune.init_from: no checkpoint found at {init_from}")
+            raise UserError(f"{key}: no checkpoint found at {given}")
         path = path / str(max(steps))
     return path / "state"
+
+
+def load_variables(path: str | Path, use_ema: bool = True) -> dict:
+    """The network variables `{'params', 'batch_stats'}` of a checkpoint, for `network_fn.apply`.
+
+    `path` is a workdir, its `checkpoints/` folder or one `<step>` folder. When the run kept an
+    EMA of the weights (`optim.ema_decay`) and `use_ema` is set, those are the params, as in the
+    run's own evaluation.
+    """
+    saved = ocp.StandardCheckpointer().restore(find_state(path, key="checkpoint").absolute())
+    params = saved["ema_params"] if use_ema and saved.get("ema_params") else saved["params"]
+    return {"params": params, "batch_stats": saved.get("batch_stats", {})}
 
 
 def merge_pretrained(

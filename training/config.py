@@ -39,12 +39,13 @@ def _require(ok: bool, key: str, message: str) -> None:
 class ModelConfig:
     """The network, built by `nets_factory.get_network_fn(name, num_classes, weight_decay, ...)`."""
 
-    name: str = "resnet20"
+    name: str = "resnet20"  # a key of nets_factory.networks_map (`python -m nets_factory`)
     num_classes: int | None = None  # None: the dataset's number of classes.
     # Slim's L2 penalty, added to the loss by `network_fn.regularization_loss`: its only effect.
     weight_decay: float = 0.0
     dtype: Literal["float32", "bfloat16"] = "float32"  # compute dtype; parameters stay float32
-    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # constructor fields
+    # The network's own constructor fields, passed to get_network_fn: e.g. {num_filters: 16}.
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         _require(self.num_classes is None or self.num_classes >= 1, "num_classes", "must be >= 1")
@@ -55,18 +56,19 @@ class ModelConfig:
 class DataConfig:
     """The input pipeline. Sizes are global: `batch_size` images per step across all devices."""
 
+    # The source: embedded UCI digits, random images, a CIFAR archive, an image folder, or TFDS.
     name: Literal["digits", "synthetic", "cifar10", "cifar100", "imagefolder", "tfds"] = "digits"
     dir: str | None = None  # cifar: the archive or its folder; imagefolder: DIR/{train,val}/<class>
     tfds_name: str | None = None  # name=tfds only, e.g. 'imagenet2012'
     image_size: int | None = None  # None: the network's default_image_size
-    batch_size: int = 128
+    batch_size: int = 128  # global: images per training step over all devices and hosts
     eval_batch_size: int | None = None  # None: batch_size
     crop: Literal["none", "pad", "resized"] | None = None  # None: the source's default
     crop_padding: int = 4  # crop=pad: zero padding before the random crop, in pixels
     min_crop_area: float = 0.08  # crop=resized: smallest crop, as a fraction of the image
     flip: bool | None = None  # random horizontal flip; None: the source's default
     mean: tuple[float, ...] | None = None  # per channel, in [0, 1] units; None: the source's
-    std: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None  # per channel, in [0, 1] units; None: the source's
     workers: int = 0  # grain worker processes; 0 decodes in threads of the training process
     threads: int = 2  # grain reading threads per process
     synthetic_examples: int = 10_000  # name=synthetic: the length of an epoch
@@ -95,6 +97,7 @@ class DataConfig:
 class OptimConfig:
     """Optimizer, learning-rate schedule and loss options (see `training.optim`)."""
 
+    # The optimizer (optax): plain SGD, heavy-ball or Nesterov momentum, AdamW, RMSProp, LAMB, LARS.
     name: Literal["sgd", "momentum", "nesterov", "adamw", "rmsprop", "lamb", "lars"] = "momentum"
     lr: float = 0.1  # the peak learning rate, reached after warmup
     lr_reference_batch: int = 0  # > 0: lr *= data.batch_size / lr_reference_batch (Goyal et al.)
@@ -106,6 +109,7 @@ class OptimConfig:
     # Decoupled decay (Loshchilov & Hutter) of adamw/lamb/lars, on conv and dense kernels only.
     # The L2 penalty in the loss is model.weight_decay; one run uses one or the other, never both.
     weight_decay: float = 0.0
+    # The learning rate after warmup, over the rest of the run.
     schedule: Literal["constant", "cosine", "exponential", "polynomial", "step"] = "cosine"
     warmup_epochs: float = 0.0  # linear warmup from 0 to lr, before any schedule
     end_lr: float = 0.0  # cosine, polynomial: the final learning rate
@@ -113,7 +117,7 @@ class OptimConfig:
     decay_rate: float = 0.1  # exponential: per decay_epochs; step: at each boundary
     decay_epochs: float = 2.0  # exponential
     boundaries: tuple[float, ...] = (0.5, 0.75)  # step: fractions of the run
-    label_smoothing: float = 0.0
+    label_smoothing: float = 0.0  # of the cross-entropy targets (Szegedy et al. 2016)
     clip_grad_norm: float = 0.0  # > 0: clip the global gradient norm
     ema_decay: float = 0.0  # > 0: keep an EMA of the parameters; evaluation uses it
 
@@ -155,10 +159,10 @@ class TrainConfig:
     epochs: float = 1.0  # passes over the training set, rounded up to whole steps
     steps: int | None = None  # if set, the run's length in steps instead of epochs
     eval_every: int = 0  # steps; 0: evaluate at the end only
-    log_every: int = 50
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
-    seed: int = 0
+    log_every: int = 50  # steps between training records (metrics.jsonl, TensorBoard, console)
+    checkpoint_every: int = 1000  # steps between checkpoints; the run also saves at the end
+    keep_checkpoints: int = 3  # the most recent checkpoints kept in <workdir>/checkpoints
+    seed: int = 0  # initialisation, data order, augmentation and dropout
 
     def __post_init__(self):
         _require(self.steps is None or self.steps >= 1, "steps", "must be >= 1")

@@ -40,31 +40,33 @@ def test_registry_is_partials_of_linen_modules():
 
 
 @pytest.mark.parametrize("name", ALL_NETWORKS)
-@pytest.mark.parametrize("num_classes", [1000, 0])
-def test_shapes_and_end_points(name, num_classes):
+def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size gives logits [5, 1000].
-    fn = nets_factory.get_network_fn(name, num_classes=num_classes, is_training=True)
+    fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
     images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     assert "params" in variables
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (logits, end_points), _ = jax.eval_shape(lambda v, x: fn.apply(v, x, **kw), variables, images)
-    assert {"stem", "pre_logits"} <= set(end_points), sorted(end_points)
-    assert len(end_points) >= 4, sorted(end_points)  # stem, stages, pre_logits
+    assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
+    assert len(end_points) >= 6, sorted(end_points)  # and one entry per stage at least
+    assert logits.shape == end_points["logits"].shape == (5, 1000)
     features = end_points["pre_logits"]
     assert features.ndim == 2 and features.shape[0] == 5
-    if num_classes:
-        assert logits.shape == (5, num_classes)
-        assert end_points["logits"].shape == (5, num_classes)
-    else:
-        assert "logits" not in end_points
-        assert logits.shape == features.shape
 
-    # Evaluation needs no mutable collection and no rng, and gives the same shapes.
-    eval_fn = nets_factory.get_network_fn(name, num_classes=num_classes)
+    # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits.
+    eval_fn = nets_factory.get_network_fn(name, num_classes=1000)
     eval_logits, eval_points = jax.eval_shape(eval_fn.apply, variables, images)
-    assert eval_logits.shape == logits.shape
-    assert "aux_logits" not in eval_points
+    assert eval_logits.shape == (5, 1000) and "aux_logits" not in eval_points
+
+    # num_classes=0: no logits layer; the output is the pooled feature vector. (The variables
+    # above carry a head that this network ignores; test_features_mode_* checks its init.)
+    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True)
+    (feats, feat_points), _ = jax.eval_shape(
+        lambda v, x: feat_fn.apply(v, x, **kw), variables, images
+    )
+    assert feats.shape == features.shape and "logits" not in feat_points
+    assert "aux_logits" not in feat_points
 
 
 def test_unknown_network_names_close_matches():

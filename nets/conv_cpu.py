@@ -13,14 +13,20 @@ writes the rest as matrix products, which XLA:CPU runs well:
 - kernels larger than the input map (e.g. 7x7 on 4x4): the input is padded explicitly and put
   behind `lax.optimization_barrier`, which stops XLA folding the pad back into the convolution and
   swapping anyway; the convolution itself then has VALID padding.
-- the input gradient everywhere: one matrix product `dy @ w^T` gives each output pixel's patch
-  gradient, and col2im scatter-adds the patches back (a sum of strided `lax.pad`s, one fusion).
-- depthwise convolutions: a sum of shifted slices times the per-channel taps (and its adjoint),
-  elementwise work XLA fuses, instead of XLA:CPU's slow grouped convolution.
+- the input gradient of all of these: one matrix product `dy @ w^T` gives each output pixel's
+  patch gradient, and col2im scatter-adds the patches back (a sum of strided `lax.pad`s that XLA
+  fuses into one loop).
+- grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
+  of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
+- depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
+  adjoint: elementwise work XLA fuses. XLA:CPU's own ran 6-30x slower.
 
-Everything else (the forward and filter gradient of ordinary convolutions on large maps) is XLA's
-own convolution, which XLA:CPU runs through Eigen. Layouts are NHWC inputs and HWIO kernels, as in
-`flax.linen.Conv`; `padding` is explicit `((top, bottom), (left, right))`.
+Ordinary convolutions on maps at least as large as the kernel keep XLA's own forward, input
+gradient and filter gradient, which XLA:CPU runs through Eigen: col2im measured 0.6-0.8x of its
+input gradient there. `bench/conv_layers.py` times each case against XLA's.
+
+Layouts are NHWC inputs and HWIO kernels, as in `flax.linen.Conv`; `padding` is explicit
+`((top, bottom), (left, right))`.
 """
 
 from functools import partial
@@ -84,11 +90,11 @@ _conv.defvjp(_conv_fwd, _conv_bwd)
 
 
 def _method(x_shape, w_shape, strides, padding, groups) -> str:
-    _, h, w_, c = x_shape
+    _, h, w_, _ = x_shape
     kh, kw, cg, _ = w_shape
     ho, wo = _out_size(x_shape, w_shape, strides, padding)
     if groups > 1:
-        return "depthwise" if cg == 1 else "xla"
+        return "depthwise" if cg == 1 else "grouped"
     if kh == kw == 1:
         return "matmul"
     if ho * wo <= 4:
@@ -153,10 +159,34 @@ def _col2im(cols, in_size, strides, padding) -> jax.Array:
     return total
 
 
+def _patches(x, kh, kw, strides, padding, out_size, groups) -> jax.Array:
+    """im2col: `[n * ho * wo, kh * kw, groups, in_features // groups]`."""
+    taps = _window_slices(_pad(x, padding), kh, kw, strides, out_size)
+    return jnp.stack(taps, axis=3).reshape(-1, kh * kw, groups, x.shape[3] // groups)
+
+
 def _matmul(a, b, precision, contract=((1,), (0,))):
     """`a @ b` (or another contraction) accumulated in float32 at least."""
+    return _batched_matmul(a, b, contract, ((), ()), precision)
+
+
+def _batched_matmul(a, b, contract, batch, precision):
+    """`lax.dot_general` accumulated in float32 at least; the batch dimension (groups) comes first.
+
+    A batch of one (an ordinary convolution) is squeezed out first: XLA:CPU runs a plain matrix
+    product faster than a batched one.
+    """
     acc = jnp.promote_types(jnp.result_type(a, b), jnp.float32)
-    return lax.dot_general(a, b, (contract, ((), ())), precision, preferred_element_type=acc)
+    if batch == ((), ()):
+        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
+    (ba,), (bb,) = batch
+    if a.shape[ba] > 1:
+        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
+    drop = lambda dims, axis: tuple(d - (d > axis) for d in dims)  # noqa: E731
+    contract = (drop(contract[0], ba), drop(contract[1], bb))
+    a, b = jnp.squeeze(a, ba), jnp.squeeze(b, bb)
+    out = lax.dot_general(a, b, (contract, ((), ())), precision, preferred_element_type=acc)
+    return out[None]
 
 
 def _xla_conv(x, w, strides, padding, groups, precision):
@@ -186,9 +216,11 @@ def _forward(x, w, strides, padding, groups, precision):
     if method == "matmul":
         (xs,) = _window_slices(_pad(x, padding), 1, 1, strides, (ho, wo))
         y = _matmul(xs.reshape(-1, x.shape[3]), w.reshape(-1, out), precision)
-    elif method == "patches":
-        taps = _window_slices(_pad(x, padding), kh, kw, strides, (ho, wo))
-        y = _matmul(jnp.stack(taps, axis=3).reshape(n * ho * wo, -1), w.reshape(-1, out), precision)
+    elif method in ("patches", "grouped"):
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
+        w = w.reshape(kh * kw, w.shape[2], groups, out // groups)
+        y = _batched_matmul(patches, w, ((1, 3), (0, 1)), ((2,), (2,)), precision)  # [g, m, og]
+        y = jnp.moveaxis(y, 0, 1)
     elif method == "depthwise":
         y = _depthwise_forward(x, w, strides, padding, (ho, wo))
     elif method == "guarded":
@@ -204,14 +236,15 @@ def _input_grad(dy, w, x_shape, strides, padding, groups, precision):
     n, ho, wo, _ = dy.shape
     if method == "depthwise":
         return _depthwise_input_grad(dy, w, x_shape, strides, padding)
-    if method == "xla":
-        # Grouped convolutions: XLA's own transpose of its convolution.
+    if method == "xla":  # Eigen's transposed convolution beats col2im on large maps
         x = jnp.zeros(x_shape, dy.dtype)
         _, vjp = jax.vjp(lambda x_: _xla_conv(x_, w, strides, padding, groups, precision), x)
         return vjp(dy)[0]
-    # dy @ w^T is each output pixel's patch gradient; col2im adds the patches back.
-    cols = _matmul(dy.reshape(-1, out), w.reshape(-1, out), precision, contract=((1,), (1,)))
-    cols = cols.reshape(n, ho, wo, kh, kw, cg)
+    # dy @ w^T is each output pixel's patch gradient (per group); col2im adds the patches back.
+    dy = dy.reshape(-1, groups, out // groups)
+    w = w.reshape(kh * kw, cg, groups, out // groups)
+    cols = _batched_matmul(dy, w, ((2,), (3,)), ((1,), (2,)), precision)  # [g, m, k, cg]
+    cols = jnp.moveaxis(cols, 0, 2).reshape(n, ho, wo, kh, kw, cg * groups)
     return _col2im(cols, x_shape[1:3], strides, padding)
 
 
@@ -219,11 +252,11 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     method = _method(x.shape, w_shape, strides, padding, groups)
     kh, kw, _, out = w_shape
     ho, wo = dy.shape[1:3]
-    if method in ("matmul", "patches"):
-        taps = _window_slices(_pad(x, padding), kh, kw, strides, (ho, wo))
-        patches = jnp.stack(taps, axis=3).reshape(-1, kh * kw * x.shape[3])
-        dw = _matmul(patches, dy.reshape(-1, out), precision, contract=((0,), (0,)))
-        return dw.reshape(w_shape)
+    if method in ("matmul", "patches", "grouped"):
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
+        dy = dy.reshape(-1, groups, out // groups)
+        dw = _batched_matmul(patches, dy, ((0,), (0,)), ((2,), (1,)), precision)  # [g, k, cg, og]
+        return jnp.moveaxis(dw, 0, 2).reshape(w_shape)
     if method == "depthwise":
         return _depthwise_filter_grad(x, dy, w_shape, strides, padding)
     if method == "guarded":

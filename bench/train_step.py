@@ -1,16 +1,20 @@
 """Times a full jitted train step of any network in the registry.
 
-    python bench/train_step.py resnet50 --batch 8 --size 224 --dtype float32
+    python bench/train_step.py resnet50 --batch 8 --size 224 --dtype float32 --conv both
 
 Prints compile seconds, the median step time and img/s for a step of SGD with momentum,
 cross-entropy, BatchNorm updates and donated buffers. `--direct` also times the same step built
 on the bare Flax module (no `get_network_fn` in between), to show the factory costs nothing.
+`--conv both` times the network built on the zoo's `nets.layers.Conv` and on plain
+`flax.linen.Conv` in the same process, step by step interleaved; `--torch` adds PyTorch's eager
+CPU step for resnet18/resnet50 when torch is installed. Each figure is a median over `--steps`.
 """
 
 import argparse
 import statistics
 import time
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -36,20 +40,23 @@ def make_step(apply, optimizer):
     return jax.jit(step, donate_argnums=(0, 1, 2))
 
 
-def time_step(step, variables, optimizer, images, labels, steps: int) -> tuple[float, float]:
-    """Returns (compile seconds, median seconds per step)."""
-    params, batch_stats = variables["params"], variables.get("batch_stats", {})
-    opt_state = optimizer.init(params)
-    start = time.perf_counter()
-    compiled = step.lower(params, batch_stats, opt_state, images, labels).compile()
-    compile_s = time.perf_counter() - start
-    state = compiled(params, batch_stats, opt_state, images, labels)  # warm-up
-    times = []
-    for _ in range(steps):
+class Timer:
+    """One compiled train step and its state; `run()` times one step."""
+
+    def __init__(self, step, variables, optimizer, images, labels):
+        params, batch_stats = variables["params"], variables.get("batch_stats", {})
+        opt_state = optimizer.init(params)
         start = time.perf_counter()
-        state = jax.block_until_ready(compiled(*state, images, labels))
-        times.append(time.perf_counter() - start)
-    return compile_s, statistics.median(times)
+        self.compiled = step.lower(params, batch_stats, opt_state, images, labels).compile()
+        self.compile_s = time.perf_counter() - start
+        self.batch = (images, labels)
+        self.state = self.compiled(params, batch_stats, opt_state, images, labels)  # warm-up
+        self.times: list[float] = []
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        self.state = jax.block_until_ready(self.compiled(*self.state, *self.batch))
+        self.times.append(time.perf_counter() - start)
 
 
 def main() -> None:
@@ -61,11 +68,17 @@ def main() -> None:
     parser.add_argument("--num-classes", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--direct", action="store_true", help="also time the bare Flax module")
+    parser.add_argument(
+        "--conv",
+        default="ours",
+        choices=["ours", "flax", "both"],
+        help="the zoo's Conv (nets.layers.Conv), plain flax.linen.Conv, or both interleaved",
+    )
+    parser.add_argument("--torch", action="store_true", help="also time PyTorch (resnet18/50)")
     args = parser.parse_args()
 
-    fn = nets_factory.get_network_fn(
-        args.name, args.num_classes, is_training=True, dtype=jnp.dtype(args.dtype)
-    )
+    dtype = jnp.dtype(args.dtype)
+    fn = nets_factory.get_network_fn(args.name, args.num_classes, is_training=True, dtype=dtype)
     size = args.size or fn.default_image_size
     images = jax.random.normal(jax.random.key(0), (args.batch, size, size, 3))
     labels = jax.random.randint(jax.random.key(1), (args.batch,), 0, args.num_classes)
@@ -74,18 +87,42 @@ def main() -> None:
     device = jax.devices()[0].device_kind
     print(f"{args.name} batch {args.batch} @ {size}px {args.dtype} on {device}")
 
-    candidates = {"get_network_fn": fn.apply}
+    candidates = {}
+    if args.conv in ("ours", "both"):
+        candidates["nets.layers.Conv"] = fn.apply
+    if args.conv in ("flax", "both"):
+        # Every family takes its convolution from a `conv` field: swap in plain flax.linen.Conv.
+        flax_fn = nets_factory.get_network_fn(
+            args.name, args.num_classes, is_training=True, dtype=dtype, conv=nn.Conv
+        )
+        candidates["flax.linen.Conv"] = flax_fn.apply
     if args.direct:
         candidates["bare module"] = lambda v, x, **kw: fn.module.apply(v, x, train=True, **kw)
+    timers = {}
     for label, apply in candidates.items():
         copy = jax.tree.map(jnp.copy, variables)
-        compile_s, step_s = time_step(
-            make_step(apply, optimizer), copy, optimizer, images, labels, args.steps
-        )
+        timers[label] = Timer(make_step(apply, optimizer), copy, optimizer, images, labels)
+    if args.torch:
+        import torch_resnet  # bench/torch_resnet.py; PyTorch is optional, never a dependency
+
+        timers["PyTorch eager"] = torch_resnet.Timer(args.name, args.batch, size, args.num_classes)
+    for _ in range(args.steps):  # interleaved, so load on a shared machine hits all alike
+        for timer in timers.values():
+            timer.run()
+    medians = {label: statistics.median(t.times) for label, t in timers.items()}
+    for label, timer in timers.items():
+        step_s = medians[label]
+        compile_s = f"{timer.compile_s:6.1f} s" if timer.compile_s is not None else "     -  "
         print(
-            f"  {label:<16} compile {compile_s:6.1f} s   step {step_s * 1e3:8.1f} ms   "
+            f"  {label:<18} compile {compile_s}   step {step_s * 1e3:8.1f} ms   "
             f"{args.batch / step_s:8.1f} img/s"
         )
+    if len(medians) > 1:
+        base = medians.get("flax.linen.Conv")
+        if base is not None:
+            for label, step_s in medians.items():
+                if label != "flax.linen.Conv":
+                    print(f"  {label} vs flax.linen.Conv: {base / step_s:.2f}x")
 
 
 if __name__ == "__main__":

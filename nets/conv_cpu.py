@@ -1,0 +1,304 @@
+"""A 2-D convolution with its own gradient, written for XLA:CPU.
+
+XLA's algebraic simplifier swaps a convolution's operands whenever the kernel's spatial size
+exceeds the input's (a 3x3 kernel on the 2x2 maps of ResNet's last stage at 64 px). XLA:CPU does
+not hand the swapped convolution to Eigen: it runs as a generated loop at ~2 GFLOP/s, and four
+such convolutions (forward and input gradient of the last stage) took ~1.7 s of a 2.2 s ResNet-18
+train step. No XLA flag turns the swap off, so `conv2d` avoids the shapes that trigger it and
+writes the rest as matrix products, which XLA:CPU runs well:
+
+- 1x1 kernels: forward, input gradient and filter gradient are matrix products.
+- outputs of 2x2 or smaller: forward and filter gradient are one matrix product over the patches
+  (im2col); the patches are small because the output is.
+- kernels larger than the input map (e.g. 7x7 on 4x4): the input is padded explicitly and put
+  behind `lax.optimization_barrier`, which stops XLA folding the pad back into the convolution and
+  swapping anyway; the convolution itself then has VALID padding.
+- the input gradient of all of these: one matrix product `dy @ w^T` gives each output pixel's
+  patch gradient, and col2im scatter-adds the patches back (a sum of strided `lax.pad`s that XLA
+  fuses into one loop).
+- grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
+  of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
+- depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
+  adjoint: elementwise work XLA fuses. XLA:CPU's own ran 6-30x slower.
+
+Ordinary convolutions on maps at least as large as the kernel keep XLA's own forward, input
+gradient and filter gradient, which XLA:CPU runs through Eigen: col2im measured 0.6-0.8x of its
+input gradient there. `bench/conv_layers.py` times each case against XLA's.
+
+Layouts are NHWC inputs and HWIO kernels, as in `flax.linen.Conv`; `padding` is explicit
+`((top, bottom), (left, right))`.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+Padding = tuple[tuple[int, int], tuple[int, int]]
+_DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
+
+
+def conv2d(
+    x: jax.Array,
+    w: jax.Array,
+    strides: tuple[int, int],
+    padding: Padding,
+    feature_group_count: int = 1,
+    precision: lax.PrecisionLike = None,
+) -> jax.Array:
+    """`lax.conv_general_dilated` for NHWC x HWIO with the CPU-friendly gradient above.
+
+    Args:
+      x: input `[batch, height, width, in_features]`.
+      w: kernel `[kh, kw, in_features // feature_group_count, out_features]`.
+      strides: `(sh, sw)`.
+      padding: explicit, non-negative `((top, bottom), (left, right))`.
+      feature_group_count: as in `lax.conv_general_dilated`.
+      precision: passed to every matrix product and convolution.
+
+    Returns:
+      `[batch, out_height, out_width, out_features]` in the dtype of `x`.
+    """
+    strides = tuple(int(s) for s in strides)
+    padding = tuple((int(lo), int(hi)) for lo, hi in padding)
+    if any(p < 0 for pair in padding for p in pair):
+        raise ValueError(f"conv2d needs non-negative padding, got {padding}")
+    return _conv(x, w, strides, padding, feature_group_count, precision)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5))
+def _conv(x, w, strides, padding, groups, precision):
+    return _forward(x, w, strides, padding, groups, precision)
+
+
+def _conv_fwd(x, w, strides, padding, groups, precision):
+    return _forward(x, w, strides, padding, groups, precision), (x, w)
+
+
+def _conv_bwd(strides, padding, groups, precision, residuals, dy):
+    x, w = residuals
+    dx = _input_grad(dy, w, x.shape, strides, padding, groups, precision)
+    dw = _filter_grad(x, dy, w.shape, strides, padding, groups, precision)
+    return dx.astype(x.dtype), dw.astype(w.dtype)
+
+
+_conv.defvjp(_conv_fwd, _conv_bwd)
+
+
+# Which formulation each shape gets. One function decides, so forward and gradients agree.
+
+
+def _method(x_shape, w_shape, strides, padding, groups) -> str:
+    _, h, w_, _ = x_shape
+    kh, kw, cg, _ = w_shape
+    ho, wo = _out_size(x_shape, w_shape, strides, padding)
+    if groups > 1:
+        return "depthwise" if cg == 1 else "grouped"
+    if kh == kw == 1:
+        return "matmul"
+    if ho * wo <= 4:
+        return "patches"
+    if kh > h or kw > w_:
+        return "guarded"
+    return "xla"
+
+
+def _out_size(x_shape, w_shape, strides, padding) -> tuple[int, int]:
+    (pt, pb), (pl, pr) = padding
+    ho = (x_shape[1] + pt + pb - w_shape[0]) // strides[0] + 1
+    wo = (x_shape[2] + pl + pr - w_shape[1]) // strides[1] + 1
+    return ho, wo
+
+
+# Building blocks: patches (im2col) and their adjoint (col2im).
+
+
+def _pad(x, padding):
+    (pt, pb), (pl, pr) = padding
+    return lax.pad(x, jnp.zeros((), x.dtype), ((0, 0, 0), (pt, pb, 0), (pl, pr, 0), (0, 0, 0)))
+
+
+def _window_slices(xp, kh, kw, strides, out_size) -> list[jax.Array]:
+    """The `kh * kw` strided views of the padded input `xp`, each `[n, ho, wo, c]`, row-major."""
+    (sh, sw), (ho, wo) = strides, out_size
+    n, _, _, c = xp.shape
+    span_h, span_w = sh * (ho - 1) + 1, sw * (wo - 1) + 1
+    return [
+        lax.slice(xp, (0, i, j, 0), (n, i + span_h, j + span_w, c), (1, sh, sw, 1))
+        for i in range(kh)
+        for j in range(kw)
+    ]
+
+
+def _col2im(cols, in_size, strides, padding) -> jax.Array:
+    """Adjoint of `_window_slices` on the padded input, cropped to the unpadded input.
+
+    `cols` is `[n, ho, wo, kh, kw, c]`; returns `[n, h, w, c]`. Each tap is placed with one
+    `lax.pad` (interior padding for the stride, negative edges to crop the padding) and XLA fuses
+    the sum into one loop.
+    """
+    n, ho, wo, kh, kw, c = cols.shape
+    (h, w), (sh, sw), ((pt, _), (pl, _)) = in_size, strides, padding
+    zero = jnp.zeros((), cols.dtype)
+    total = None
+    for i in range(kh):
+        for j in range(kw):
+            lo_h, lo_w = i - pt, j - pl
+            placed = lax.pad(
+                cols[:, :, :, i, j, :],
+                zero,
+                (
+                    (0, 0, 0),
+                    (lo_h, h - lo_h - sh * (ho - 1) - 1, sh - 1),
+                    (lo_w, w - lo_w - sw * (wo - 1) - 1, sw - 1),
+                    (0, 0, 0),
+                ),
+            )
+            total = placed if total is None else total + placed
+    return total
+
+
+def _patches(x, kh, kw, strides, padding, out_size, groups) -> jax.Array:
+    """im2col: `[n * ho * wo, kh * kw, groups, in_features // groups]`."""
+    taps = _window_slices(_pad(x, padding), kh, kw, strides, out_size)
+    return jnp.stack(taps, axis=3).reshape(-1, kh * kw, groups, x.shape[3] // groups)
+
+
+def _matmul(a, b, precision, contract=((1,), (0,))):
+    """`a @ b` (or another contraction) accumulated in float32 at least."""
+    return _batched_matmul(a, b, contract, ((), ()), precision)
+
+
+def _batched_matmul(a, b, contract, batch, precision):
+    """`lax.dot_general` accumulated in float32 at least; the batch dimension (groups) comes first.
+
+    A batch of one (an ordinary convolution) is squeezed out first: XLA:CPU runs a plain matrix
+    product faster than a batched one.
+    """
+    acc = jnp.promote_types(jnp.result_type(a, b), jnp.float32)
+    if batch == ((), ()):
+        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
+    (ba,), (bb,) = batch
+    if a.shape[ba] > 1:
+        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
+    drop = lambda dims, axis: tuple(d - (d > axis) for d in dims)  # noqa: E731
+    contract = (drop(contract[0], ba), drop(contract[1], bb))
+    a, b = jnp.squeeze(a, ba), jnp.squeeze(b, bb)
+    out = lax.dot_general(a, b, (contract, ((), ())), precision, preferred_element_type=acc)
+    return out[None]
+
+
+def _xla_conv(x, w, strides, padding, groups, precision):
+    return lax.conv_general_dilated(
+        x,
+        w,
+        strides,
+        padding,
+        dimension_numbers=_DIMENSION_NUMBERS,
+        feature_group_count=groups,
+        precision=precision,
+    )
+
+
+def _guarded_pad(x, padding):
+    """The padded input behind a barrier, so XLA cannot fold the pad into a swapped convolution."""
+    return lax.optimization_barrier(_pad(x, padding))
+
+
+# Forward, input gradient, filter gradient.
+
+
+def _forward(x, w, strides, padding, groups, precision):
+    method = _method(x.shape, w.shape, strides, padding, groups)
+    n, kh, kw, out = x.shape[0], w.shape[0], w.shape[1], w.shape[3]
+    ho, wo = _out_size(x.shape, w.shape, strides, padding)
+    if method == "matmul":
+        (xs,) = _window_slices(_pad(x, padding), 1, 1, strides, (ho, wo))
+        y = _matmul(xs.reshape(-1, x.shape[3]), w.reshape(-1, out), precision)
+    elif method in ("patches", "grouped"):
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
+        w = w.reshape(kh * kw, w.shape[2], groups, out // groups)
+        y = _batched_matmul(patches, w, ((1, 3), (0, 1)), ((2,), (2,)), precision)  # [g, m, og]
+        y = jnp.moveaxis(y, 0, 1)
+    elif method == "depthwise":
+        y = _depthwise_forward(x, w, strides, padding, (ho, wo))
+    elif method == "guarded":
+        y = _xla_conv(_guarded_pad(x, padding), w, strides, ((0, 0), (0, 0)), 1, precision)
+    else:
+        y = _xla_conv(x, w, strides, padding, groups, precision)
+    return y.reshape(n, ho, wo, out).astype(x.dtype)
+
+
+def _input_grad(dy, w, x_shape, strides, padding, groups, precision):
+    method = _method(x_shape, w.shape, strides, padding, groups)
+    kh, kw, cg, out = w.shape
+    n, ho, wo, _ = dy.shape
+    if method == "depthwise":
+        return _depthwise_input_grad(dy, w, x_shape, strides, padding)
+    if method == "xla":  # Eigen's transposed convolution beats col2im on large maps
+        x = jnp.zeros(x_shape, dy.dtype)
+        _, vjp = jax.vjp(lambda x_: _xla_conv(x_, w, strides, padding, groups, precision), x)
+        return vjp(dy)[0]
+    # dy @ w^T is each output pixel's patch gradient (per group); col2im adds the patches back.
+    dy = dy.reshape(-1, groups, out // groups)
+    w = w.reshape(kh * kw, cg, groups, out // groups)
+    cols = _batched_matmul(dy, w, ((2,), (3,)), ((1,), (2,)), precision)  # [g, m, k, cg]
+    cols = jnp.moveaxis(cols, 0, 2).reshape(n, ho, wo, kh, kw, cg * groups)
+    return _col2im(cols, x_shape[1:3], strides, padding)
+
+
+def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
+    method = _method(x.shape, w_shape, strides, padding, groups)
+    kh, kw, _, out = w_shape
+    ho, wo = dy.shape[1:3]
+    if method in ("matmul", "patches", "grouped"):
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
+        dy = dy.reshape(-1, groups, out // groups)
+        dw = _batched_matmul(patches, dy, ((0,), (0,)), ((2,), (1,)), precision)  # [g, k, cg, og]
+        return jnp.moveaxis(dw, 0, 2).reshape(w_shape)
+    if method == "depthwise":
+        return _depthwise_filter_grad(x, dy, w_shape, strides, padding)
+    if method == "guarded":
+        x, padding = _guarded_pad(x, padding), ((0, 0), (0, 0))
+    w = jnp.zeros(w_shape, dy.dtype)
+    _, vjp = jax.vjp(lambda w_: _xla_conv(x, w_, strides, padding, groups, precision), w)
+    return vjp(dy)[0]
+
+
+# Depthwise (one input channel per group, `multiplier` outputs each): shifted slices times taps.
+
+
+def _depthwise_forward(x, w, strides, padding, out_size):
+    kh, kw, _, out = w.shape
+    xp = _pad(x, padding)
+    multiplier = out // x.shape[3]
+    if multiplier > 1:  # output channel c * multiplier + k reads input channel c
+        xp = jnp.repeat(xp, multiplier, axis=3)
+    taps = _window_slices(xp, kh, kw, strides, out_size)
+    acc = jnp.promote_types(x.dtype, jnp.float32)
+    return sum(t.astype(acc) * w[i // kw, i % kw, 0].astype(acc) for i, t in enumerate(taps))
+
+
+def _depthwise_input_grad(dy, w, x_shape, strides, padding):
+    kh, kw, _, out = w.shape
+    n, ho, wo, _ = dy.shape
+    acc = jnp.promote_types(dy.dtype, jnp.float32)
+    cols = dy.astype(acc)[:, :, :, None, None, :] * w[:, :, 0].astype(acc)
+    multiplier = out // x_shape[3]
+    if multiplier > 1:
+        cols = cols.reshape(n, ho, wo, kh, kw, x_shape[3], multiplier).sum(-1)
+    return _col2im(cols, x_shape[1:3], strides, padding)
+
+
+def _depthwise_filter_grad(x, dy, w_shape, strides, padding):
+    kh, kw, _, out = w_shape
+    xp = _pad(x, padding)
+    multiplier = out // x.shape[3]
+    if multiplier > 1:
+        xp = jnp.repeat(xp, multiplier, axis=3)
+    acc = jnp.promote_types(x.dtype, jnp.float32)
+    taps = _window_slices(xp, kh, kw, strides, dy.shape[1:3])
+    dy = dy.astype(acc)
+    dw = jnp.stack([jnp.sum(t.astype(acc) * dy, axis=(0, 1, 2)) for t in taps])
+    return dw.reshape(w_shape)

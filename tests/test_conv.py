@@ -1,0 +1,201 @@
+"""nets.layers.Conv: XLA's numerics and flax.linen.Conv's parameters, on every path of conv_cpu."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax import lax
+
+import nets_factory
+from nets import conv_cpu
+from nets.layers import Conv
+
+
+def relative_error(a, b):
+    a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+    return float(jnp.linalg.norm(a - b) / jnp.maximum(jnp.linalg.norm(b), 1e-30))
+
+
+# (input [n, h, w, c], features, kernel, strides, padding, groups): the shapes the zoo uses.
+CASES = {
+    "1x1": ((2, 7, 7, 8), 16, 1, 1, "SAME", 1),
+    "1x1_stride2_projection": ((2, 9, 9, 8), 16, 1, 2, "VALID", 1),
+    "3x3_same": ((2, 10, 10, 4), 8, 3, 1, "SAME", 1),
+    "3x3_stride2_same": ((2, 9, 9, 4), 8, 3, 2, "SAME", 1),
+    "3x3_valid": ((2, 9, 9, 4), 8, 3, 1, "VALID", 1),
+    "3x3_on_2x2": ((2, 2, 2, 8), 8, 3, 1, "SAME", 1),
+    "3x3_on_1x1": ((2, 1, 1, 8), 8, 3, 1, "SAME", 1),
+    "3x3_stride2_to_2x2": ((2, 4, 4, 8), 8, 3, 2, "SAME", 1),
+    "5x5_explicit": ((2, 8, 8, 3), 4, 5, 1, ((2, 2), (2, 2)), 1),
+    "5x5_asymmetric": ((2, 8, 8, 3), 4, 5, 1, ((1, 3), (0, 2)), 1),
+    "7x7_stride2_stem": ((2, 16, 16, 3), 8, 7, 2, 3, 1),
+    "7x7_on_4x4": ((2, 4, 4, 3), 4, 7, 1, 3, 1),
+    "7x7_on_5x3_valid": ((2, 9, 3, 3), 4, 7, 1, ((0, 0), (2, 2)), 1),
+    "11x11_stride4_alexnet": ((2, 23, 23, 3), 8, 11, 4, 2, 1),
+    "grouped_resnext": ((2, 8, 8, 16), 16, 3, 1, "SAME", 4),
+    "grouped_stride2": ((2, 9, 9, 16), 16, 3, 2, "SAME", 4),
+    "grouped_on_2x2": ((2, 2, 2, 16), 16, 3, 1, "SAME", 4),
+    "depthwise": ((2, 8, 8, 6), 6, 3, 1, "SAME", 6),
+    "depthwise_stride2": ((2, 9, 9, 6), 6, 3, 2, "SAME", 6),
+    "depthwise_5x5_on_3x3": ((2, 3, 3, 6), 6, 5, 1, "SAME", 6),
+    "depthwise_multiplier2": ((2, 7, 7, 3), 6, 3, 1, "SAME", 3),
+}
+
+
+def conv_and_grads(apply, params, x, dy):
+    y, vjp = jax.vjp(apply, params, x)
+    dparams, dx = vjp(dy.astype(y.dtype))
+    return y, dx, dparams
+
+
+def reference(strides, padding, groups):
+    """lax.conv_general_dilated + bias: XLA's own convolution (and, by jax.vjp, its gradient)."""
+    if isinstance(padding, int):
+        padding = ((padding, padding),) * 2
+
+    def apply(params, x):
+        y = lax.conv_general_dilated(
+            x,
+            params["kernel"],
+            (strides, strides),
+            padding,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            feature_group_count=groups,
+            precision=lax.Precision.HIGHEST,
+        )
+        return y + params["bias"]
+
+    return apply
+
+
+def ours_and_reference(case, dtype=None):
+    """Both convolutions' (y, dx, dparams) on random inputs, in one compiled function."""
+    shape, features, k, strides, padding, groups = CASES[case]
+    module = Conv(
+        features, (k, k), strides, padding, feature_group_count=groups, dtype=dtype, impl="cpu_fast"
+    )
+    # numpy's generator: jax.random would compile a sampler for every shape (seconds each).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape, np.float32)
+    shapes = jax.eval_shape(module.init, jax.random.key(0), x)["params"]
+    params = {k: rng.standard_normal(v.shape, np.float32) / 3 for k, v in shapes.items()}
+    dy = rng.standard_normal(jax.eval_shape(module.apply, {"params": params}, x).shape, np.float32)
+
+    @jax.jit
+    def both(params, x, dy):
+        ours = conv_and_grads(lambda p, x_: module.apply({"params": p}, x_), params, x, dy)
+        return ours, conv_and_grads(reference(strides, padding, groups), params, x, dy)
+
+    return both(params, x, dy)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_forward_and_gradients_match_xla(case):
+    (y, dx, dparams), (y_ref, dx_ref, dparams_ref) = ours_and_reference(case)
+    assert y.shape == y_ref.shape
+    assert relative_error(y, y_ref) <= 1e-5
+    assert relative_error(dx, dx_ref) <= 1e-5
+    assert relative_error(dparams["kernel"], dparams_ref["kernel"]) <= 1e-5
+    assert relative_error(dparams["bias"], dparams_ref["bias"]) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "case", ["1x1", "3x3_stride2_same", "3x3_on_2x2", "7x7_on_4x4", "depthwise"]
+)
+def test_bfloat16_follows_float32(case):
+    (y, dx, dparams), (y_ref, dx_ref, dparams_ref) = ours_and_reference(case, jnp.bfloat16)
+    assert y.dtype == jnp.bfloat16 and dparams["kernel"].dtype == jnp.float32
+    assert relative_error(y, y_ref) <= 2e-2
+    assert relative_error(dx, dx_ref) <= 2e-2
+    assert relative_error(dparams["kernel"], dparams_ref["kernel"]) <= 2e-2
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(features=8, kernel_size=(3, 3)),
+        dict(features=8, kernel_size=(7, 7), strides=2, padding=[(3, 3), (3, 3)], use_bias=False),
+        dict(features=8, kernel_size=(3, 3), feature_group_count=4, padding="VALID"),
+        dict(features=8, kernel_size=(1, 1), kernel_init=nn.initializers.he_normal()),
+    ],
+)
+def test_parameters_and_outputs_are_flax_linen_conv(kwargs):
+    x = jax.random.normal(jax.random.key(0), (2, 6, 6, 4))
+    ours = Conv(**kwargs).init(jax.random.key(1), x)
+    flax_vars = nn.Conv(**kwargs).init(jax.random.key(1), x)
+    assert jax.tree.map(jnp.shape, ours) == jax.tree.map(jnp.shape, flax_vars)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.array_equal(a, b)), ours, flax_vars))
+    y = Conv(**kwargs).apply(flax_vars, x)
+    assert relative_error(y, nn.Conv(**kwargs).apply(flax_vars, x)) <= 1e-6
+    assert jnp.array_equal(
+        Conv(**kwargs, impl="xla").apply(flax_vars, x), nn.Conv(**kwargs).apply(flax_vars, x)
+    )
+
+
+def test_auto_names_and_dilation_fallback():
+    class Two(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return Conv(4, (3, 3))(Conv(4, (3, 3))(x))
+
+    x = jax.random.normal(jax.random.key(0), (1, 8, 8, 2))
+    assert sorted(Two().init(jax.random.key(0), x)["params"]) == ["Conv_0", "Conv_1"]
+    dilated = nn.Conv(4, (3, 3), kernel_dilation=2)
+    variables = dilated.init(jax.random.key(1), x)
+    y = Conv(4, (3, 3), kernel_dilation=2).apply(variables, x)
+    assert jnp.array_equal(y, dilated.apply(variables, x))
+
+
+def test_impl_is_checked_and_auto_takes_the_cpu_path_on_cpu():
+    x = jnp.ones((1, 4, 4, 2))
+    with pytest.raises(ValueError, match="impl"):
+        Conv(4, (3, 3), impl="fast").init(jax.random.key(0), x)
+    variables = Conv(4, (3, 3)).init(jax.random.key(0), x)
+    jaxpr = str(jax.make_jaxpr(lambda v: Conv(4, (3, 3)).apply(v, x))(variables))
+    assert "custom_vjp_call" in jaxpr
+    jaxpr = str(jax.make_jaxpr(lambda v: Conv(4, (3, 3), impl="xla").apply(v, x))(variables))
+    assert "custom_vjp_call" not in jaxpr
+
+
+def test_conv2d_refuses_negative_padding():
+    with pytest.raises(ValueError, match="non-negative"):
+        conv_cpu.conv2d(jnp.ones((1, 4, 4, 1)), jnp.ones((3, 3, 1, 1)), (1, 1), ((-1, 0), (0, 0)))
+
+
+def test_resnet_train_step_gradients_match_flax_linen_conv():
+    """A narrow ResNet-18, one block per stage: its gradients are plain flax.linen.Conv's.
+
+    Measured per tree, and per convolution kernel. Some BatchNorm biases have gradients near zero
+    (4e-7 against a global norm of 18: BatchNorm downstream cancels a constant shift), so their
+    own relative error only measures float32 rounding.
+    """
+    images = jax.random.normal(jax.random.key(0), (4, 32, 32, 3))  # last stage on 1x1 maps
+    labels = jnp.arange(4) % 10
+    networks = {
+        label: nets_factory.get_network_fn(
+            "resnet18", 10, True, num_filters=8, stage_sizes=(1, 1, 1, 1), conv=conv
+        )
+        for label, conv in (("ours", Conv), ("flax", nn.Conv))
+    }
+    variables = jax.jit(networks["flax"].init)(jax.random.key(1), images)  # the same tree
+
+    def grad(fn):
+        def loss(params):
+            (logits, _), _ = fn.apply(
+                {**variables, "params": params}, images, mutable=["batch_stats"]
+            )
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+        return jax.jit(jax.grad(loss))(variables["params"])
+
+    grads = {label: grad(fn) for label, fn in networks.items()}
+    flat = {k: jnp.concatenate([g.ravel() for g in jax.tree.leaves(v)]) for k, v in grads.items()}
+    assert relative_error(flat["ours"], flat["flax"]) <= 1e-5
+    errors = jax.tree_util.tree_leaves_with_path(
+        jax.tree.map(relative_error, grads["ours"], grads["flax"])
+    )
+    # 12 convolutions and the Dense head.
+    kernels = {jax.tree_util.keystr(p): e for p, e in errors if "kernel" in jax.tree_util.keystr(p)}
+    assert len(kernels) == 13 and max(kernels.values()) <= 1e-5, kernels

@@ -27,7 +27,10 @@ def make_step(apply, optimizer):
 
     def loss_fn(params, batch_stats, images, labels):
         (logits, _), updates = apply(
-            {"params": params, "batch_stats": batch_stats}, images, mutable=["batch_stats"]
+            {"params": params, "batch_stats": batch_stats},
+            images,
+            mutable=["batch_stats"],
+            rngs={"dropout": jax.random.key(0)},  # one mask every step: dropout costs the same
         )
         loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
         return loss.mean(), updates["batch_stats"]

@@ -2,6 +2,7 @@
 
 - `make_divisible`: Slim's channel rounding (MobileNet V2/V3 and every depth multiplier there).
 - `ConvBN`: Slim's `conv2d` with `normalizer_fn=batch_norm` (V1, V2, V3 all build from it).
+- `classify`: the head every MobileNet ends with (dropout, then the `Logits` layer).
 - `SqueezeExcite`, `ExpandedConv`: the inverted-residual bottleneck of V2 (Sandler et al. 2018,
   arXiv:1801.04381) with V3's squeeze-excite and fused variants (Howard et al. 2019,
   arXiv:1905.02244).
@@ -28,6 +29,22 @@ def make_divisible(value: float, divisor: int = 8, min_value: int | None = None)
     if rounded < 0.9 * value:
         rounded += divisor
     return rounded
+
+
+def classify(x, end_points: dict, num_classes: int | None, dropout_rate: float, train: bool, dtype):
+    """Records `pre_logits` (`[batch, channels]`), then dropout and the `Logits` dense layer.
+
+    Called from a network's compact `__call__`, whose scope the `Logits` layer joins. Returns the
+    network's output: the logits, or the features when `num_classes` is 0 or None.
+    """
+    end_points["pre_logits"] = x
+    if not num_classes:
+        return x, end_points
+    x = nn.Dropout(dropout_rate, deterministic=not train)(x)
+    x = nn.Dense(num_classes, dtype=dtype, name="Logits")(x)
+    end_points["logits"] = x
+    end_points["predictions"] = nn.softmax(x)
+    return x, end_points
 
 
 class ConvBN(nn.Module):

@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
-from nets.mobilenet_blocks import ConvBN
+from nets.mobilenet_blocks import ConvBN, classify
 
 ModuleDef = Any
 
@@ -89,14 +89,7 @@ class MobileNetV1(nn.Module):
         x = jnp.mean(x, axis=(1, 2), keepdims=True)
         end_points["AvgPool_1a"] = x
         x = x[:, 0, 0, :]
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-        x = nn.Dense(self.num_classes, dtype=self.dtype, name="Logits")(x)
-        end_points["logits"] = x
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        return classify(x, end_points, self.num_classes, self.dropout_rate, train, self.dtype)
 
 
 mobilenet_v1 = partial(MobileNetV1)

@@ -31,7 +31,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
-from nets.mobilenet_blocks import ConvBN, ExpandedConv, make_divisible
+from nets.mobilenet_blocks import ConvBN, ExpandedConv, classify, make_divisible
 
 ModuleDef = Any
 
@@ -193,14 +193,7 @@ class MobileNetV3(nn.Module):
             end_points[f"layer_{n + 4}"] = x
         end_points["global_pool"] = x
         x = x[:, 0, 0, :]
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-        x = nn.Dense(self.num_classes, dtype=self.dtype, name="Logits")(x)
-        end_points["logits"] = x
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        return classify(x, end_points, self.num_classes, self.dropout_rate, train, self.dtype)
 
 
 V3_LARGE_MINIMALISTIC = minimalistic(V3_LARGE)

@@ -21,7 +21,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool
+from nets.pooling import adaptive_avg_pool, max_pool
 
 ModuleDef = Any
 
@@ -70,13 +70,13 @@ class AlexNet(nn.Module):
             jnp.asarray(x, self.dtype)
         )
         x = end_points["conv1"] = nn.relu(x)
-        x = end_points["pool1"] = nn.max_pool(x, (3, 3), strides=(2, 2))
+        x = end_points["pool1"] = max_pool(x, (3, 3), strides=(2, 2))
         end_points["stem"] = x
         x = end_points["conv2"] = nn.relu(conv(self.widths[1], (5, 5), name="conv2")(x))
-        x = end_points["pool2"] = nn.max_pool(x, (3, 3), strides=(2, 2))
+        x = end_points["pool2"] = max_pool(x, (3, 3), strides=(2, 2))
         for i, width in enumerate(self.widths[2:], start=3):
             x = end_points[f"conv{i}"] = nn.relu(conv(width, (3, 3), name=f"conv{i}")(x))
-        x = end_points["pool5"] = nn.max_pool(x, (3, 3), strides=(2, 2))
+        x = end_points["pool5"] = max_pool(x, (3, 3), strides=(2, 2))
 
         k = self.pool_size
         x = dropout(adaptive_avg_pool(x, (k, k)), "fc6")

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nets.layers import Conv
+from nets.pooling import max_pool
 
 ModuleDef = Any
 
@@ -70,12 +71,12 @@ class CifarNet(nn.Module):
         end_points = {}
 
         x = end_points["conv1"] = nn.relu(conv(64, name="conv1")(jnp.asarray(x, self.dtype)))
-        x = end_points["pool1"] = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = end_points["pool1"] = max_pool(x, (2, 2), strides=(2, 2))
         end_points["stem"] = x
         x = local_response_normalization(x)  # Slim's norm1
         x = end_points["conv2"] = nn.relu(conv(64, name="conv2")(x))
         x = local_response_normalization(x)  # Slim's norm2
-        x = end_points["pool2"] = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = end_points["pool2"] = max_pool(x, (2, 2), strides=(2, 2))
         x = end_points["Flatten"] = x.reshape((x.shape[0], -1))  # NHWC order, as slim.flatten
         x = end_points["fc3"] = nn.relu(dense(384, name="fc3")(x))
         x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)

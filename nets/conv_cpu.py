@@ -35,15 +35,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-Padding = tuple[tuple[int, int], tuple[int, int]]
+from nets import windows
+
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
+_PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
 
 
 def conv2d(
     x: jax.Array,
     w: jax.Array,
     strides: tuple[int, int],
-    padding: Padding,
+    padding: windows.Padding,
     feature_group_count: int = 1,
     precision: lax.PrecisionLike = None,
 ) -> jax.Array:
@@ -111,82 +113,41 @@ def _out_size(x_shape, w_shape, strides, padding) -> tuple[int, int]:
     return ho, wo
 
 
-# Building blocks: patches (im2col) and their adjoint (col2im).
+# im2col, matrix products, XLA's own convolution.
 
 
-def _pad(x, padding):
-    (pt, pb), (pl, pr) = padding
-    return lax.pad(x, jnp.zeros((), x.dtype), ((0, 0, 0), (pt, pb, 0), (pl, pr, 0), (0, 0, 0)))
+def _patches(x, kh, kw, strides, padding, out_size, groups=1) -> jax.Array:
+    """im2col: `[n * ho * wo, kh * kw * in_features]`, or with groups
+    `[n * ho * wo, kh * kw, groups, in_features // groups]`."""
+    taps = windows.window_slices(windows.pad(x, padding), (kh, kw), strides, out_size)
+    patches = jnp.stack(taps, axis=3)
+    if groups == 1:  # two-dimensional: XLA:CPU runs a plain matrix product best
+        return patches.reshape(-1, kh * kw * x.shape[3])
+    return patches.reshape(-1, kh * kw, groups, x.shape[3] // groups)
 
 
-def _window_slices(xp, kh, kw, strides, out_size) -> list[jax.Array]:
-    """The `kh * kw` strided views of the padded input `xp`, each `[n, ho, wo, c]`, row-major."""
-    (sh, sw), (ho, wo) = strides, out_size
-    n, _, _, c = xp.shape
-    span_h, span_w = sh * (ho - 1) + 1, sw * (wo - 1) + 1
-    return [
-        lax.slice(xp, (0, i, j, 0), (n, i + span_h, j + span_w, c), (1, sh, sw, 1))
-        for i in range(kh)
-        for j in range(kw)
-    ]
-
-
-def _col2im(cols, in_size, strides, padding) -> jax.Array:
-    """Adjoint of `_window_slices` on the padded input, cropped to the unpadded input.
-
-    `cols` is `[n, ho, wo, kh, kw, c]`; returns `[n, h, w, c]`. Each tap is placed with one
-    `lax.pad` (interior padding for the stride, negative edges to crop the padding) and XLA fuses
-    the sum into one loop.
-    """
-    n, ho, wo, kh, kw, c = cols.shape
-    (h, w), (sh, sw), ((pt, _), (pl, _)) = in_size, strides, padding
-    zero = jnp.zeros((), cols.dtype)
-    total = None
-    for i in range(kh):
-        for j in range(kw):
-            lo_h, lo_w = i - pt, j - pl
-            placed = lax.pad(
-                cols[:, :, :, i, j, :],
-                zero,
-                (
-                    (0, 0, 0),
-                    (lo_h, h - lo_h - sh * (ho - 1) - 1, sh - 1),
-                    (lo_w, w - lo_w - sw * (wo - 1) - 1, sw - 1),
-                    (0, 0, 0),
-                ),
-            )
-            total = placed if total is None else total + placed
-    return total
-
-
-def _patches(x, kh, kw, strides, padding, out_size, groups) -> jax.Array:
-    """im2col: `[n * ho * wo, kh * kw, groups, in_features // groups]`."""
-    taps = _window_slices(_pad(x, padding), kh, kw, strides, out_size)
-    return jnp.stack(taps, axis=3).reshape(-1, kh * kw, groups, x.shape[3] // groups)
+def _patches_fit(x_shape, w_shape, out_size) -> bool:
+    """Whether im2col patches stay under `_PATCHES_MAX_ELEMENTS` (256 MB of float32); the
+    patches of a 1x1 kernel are the input itself."""
+    n, c, (ho, wo), taps = x_shape[0], x_shape[3], out_size, w_shape[0] * w_shape[1]
+    return taps == 1 or n * ho * wo * taps * c <= _PATCHES_MAX_ELEMENTS
 
 
 def _matmul(a, b, precision, contract=((1,), (0,))):
-    """`a @ b` (or another contraction) accumulated in float32 at least."""
+    """`a @ b` (or another contraction of two matrices) accumulated in float32 at least."""
     return _batched_matmul(a, b, contract, ((), ()), precision)
 
 
 def _batched_matmul(a, b, contract, batch, precision):
-    """`lax.dot_general` accumulated in float32 at least; the batch dimension (groups) comes first.
-
-    A batch of one (an ordinary convolution) is squeezed out first: XLA:CPU runs a plain matrix
-    product faster than a batched one.
-    """
+    """`lax.dot_general` accumulated in float32 at least; batch dimensions (groups) come first."""
     acc = jnp.promote_types(jnp.result_type(a, b), jnp.float32)
-    if batch == ((), ()):
-        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
-    (ba,), (bb,) = batch
-    if a.shape[ba] > 1:
-        return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
-    drop = lambda dims, axis: tuple(d - (d > axis) for d in dims)  # noqa: E731
-    contract = (drop(contract[0], ba), drop(contract[1], bb))
-    a, b = jnp.squeeze(a, ba), jnp.squeeze(b, bb)
-    out = lax.dot_general(a, b, (contract, ((), ())), precision, preferred_element_type=acc)
-    return out[None]
+    return lax.dot_general(a, b, (contract, batch), precision, preferred_element_type=acc)
+
+
+def _col2im(cols, window, x_shape, strides, padding):
+    """`windows.col2im` of patch gradients `[n, ho, wo, kh * kw, c]`."""
+    taps = [cols[:, :, :, t] for t in range(cols.shape[3])]
+    return windows.col2im(taps, window, x_shape[1:3], strides, padding)
 
 
 def _xla_conv(x, w, strides, padding, groups, precision):
@@ -203,7 +164,7 @@ def _xla_conv(x, w, strides, padding, groups, precision):
 
 def _guarded_pad(x, padding):
     """The padded input behind a barrier, so XLA cannot fold the pad into a swapped convolution."""
-    return lax.optimization_barrier(_pad(x, padding))
+    return lax.optimization_barrier(windows.pad(x, padding))
 
 
 # Forward, input gradient, filter gradient.
@@ -214,9 +175,11 @@ def _forward(x, w, strides, padding, groups, precision):
     n, kh, kw, out = x.shape[0], w.shape[0], w.shape[1], w.shape[3]
     ho, wo = _out_size(x.shape, w.shape, strides, padding)
     if method == "matmul":
-        (xs,) = _window_slices(_pad(x, padding), 1, 1, strides, (ho, wo))
+        (xs,) = windows.window_slices(windows.pad(x, padding), (1, 1), strides, (ho, wo))
         y = _matmul(xs.reshape(-1, x.shape[3]), w.reshape(-1, out), precision)
-    elif method in ("patches", "grouped"):
+    elif method == "patches":
+        y = _matmul(_patches(x, kh, kw, strides, padding, (ho, wo)), w.reshape(-1, out), precision)
+    elif method == "grouped":
         patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
         w = w.reshape(kh * kw, w.shape[2], groups, out // groups)
         y = _batched_matmul(patches, w, ((1, 3), (0, 1)), ((2,), (2,)), precision)  # [g, m, og]
@@ -241,18 +204,27 @@ def _input_grad(dy, w, x_shape, strides, padding, groups, precision):
         _, vjp = jax.vjp(lambda x_: _xla_conv(x_, w, strides, padding, groups, precision), x)
         return vjp(dy)[0]
     # dy @ w^T is each output pixel's patch gradient (per group); col2im adds the patches back.
+    if groups == 1:
+        cols = _matmul(dy.reshape(-1, out), w.reshape(-1, out), precision, ((1,), (1,)))
+        return _col2im(cols.reshape(n, ho, wo, kh * kw, cg), (kh, kw), x_shape, strides, padding)
     dy = dy.reshape(-1, groups, out // groups)
     w = w.reshape(kh * kw, cg, groups, out // groups)
     cols = _batched_matmul(dy, w, ((2,), (3,)), ((1,), (2,)), precision)  # [g, m, k, cg]
-    cols = jnp.moveaxis(cols, 0, 2).reshape(n, ho, wo, kh, kw, cg * groups)
-    return _col2im(cols, x_shape[1:3], strides, padding)
+    cols = jnp.moveaxis(cols, 0, 2).reshape(n, ho, wo, kh * kw, cg * groups)
+    return _col2im(cols, (kh, kw), x_shape, strides, padding)
 
 
 def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     method = _method(x.shape, w_shape, strides, padding, groups)
     kh, kw, _, out = w_shape
     ho, wo = dy.shape[1:3]
-    if method in ("matmul", "patches", "grouped"):
+    if groups == 1 and _patches_fit(x.shape, w_shape, (ho, wo)):
+        # patches^T @ dy: XLA:CPU's own filter gradient transposes both operands first, and
+        # recomputes their producers (BatchNorm, ReLU, residual sums) inside the transposes.
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo))
+        dw = _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,)))
+        return dw.reshape(w_shape)
+    if method == "grouped":
         patches = _patches(x, kh, kw, strides, padding, (ho, wo), groups)  # [m, k, g, cg]
         dy = dy.reshape(-1, groups, out // groups)
         dw = _batched_matmul(patches, dy, ((0,), (0,)), ((2,), (1,)), precision)  # [g, k, cg, og]
@@ -271,11 +243,11 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
 
 def _depthwise_forward(x, w, strides, padding, out_size):
     kh, kw, _, out = w.shape
-    xp = _pad(x, padding)
+    xp = windows.pad(x, padding)
     multiplier = out // x.shape[3]
     if multiplier > 1:  # output channel c * multiplier + k reads input channel c
         xp = jnp.repeat(xp, multiplier, axis=3)
-    taps = _window_slices(xp, kh, kw, strides, out_size)
+    taps = windows.window_slices(xp, (kh, kw), strides, out_size)
     acc = jnp.promote_types(x.dtype, jnp.float32)
     return sum(t.astype(acc) * w[i // kw, i % kw, 0].astype(acc) for i, t in enumerate(taps))
 
@@ -284,21 +256,21 @@ def _depthwise_input_grad(dy, w, x_shape, strides, padding):
     kh, kw, _, out = w.shape
     n, ho, wo, _ = dy.shape
     acc = jnp.promote_types(dy.dtype, jnp.float32)
-    cols = dy.astype(acc)[:, :, :, None, None, :] * w[:, :, 0].astype(acc)
+    cols = dy.astype(acc)[:, :, :, None, :] * w[:, :, 0].reshape(kh * kw, out).astype(acc)
     multiplier = out // x_shape[3]
     if multiplier > 1:
-        cols = cols.reshape(n, ho, wo, kh, kw, x_shape[3], multiplier).sum(-1)
-    return _col2im(cols, x_shape[1:3], strides, padding)
+        cols = cols.reshape(n, ho, wo, kh * kw, x_shape[3], multiplier).sum(-1)
+    return _col2im(cols, (kh, kw), x_shape, strides, padding)
 
 
 def _depthwise_filter_grad(x, dy, w_shape, strides, padding):
     kh, kw, _, out = w_shape
-    xp = _pad(x, padding)
+    xp = windows.pad(x, padding)
     multiplier = out // x.shape[3]
     if multiplier > 1:
         xp = jnp.repeat(xp, multiplier, axis=3)
     acc = jnp.promote_types(x.dtype, jnp.float32)
-    taps = _window_slices(xp, kh, kw, strides, dy.shape[1:3])
+    taps = windows.window_slices(xp, (kh, kw), strides, dy.shape[1:3])
     dy = dy.astype(acc)
     dw = jnp.stack([jnp.sum(t.astype(acc) * dy, axis=(0, 1, 2)) for t in taps])
     return dw.reshape(w_shape)

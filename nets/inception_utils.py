@@ -25,6 +25,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nets.pooling import max_pool
+
 ModuleDef = Any
 
 # Slim's inception_arg_scope initialises convolutions with `variance_scaling_initializer()`: He
@@ -150,7 +152,7 @@ class MaxPool:
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
         del builder
-        return nn.max_pool(x, _pair(self.window), _pair(self.stride), self.padding)
+        return max_pool(x, _pair(self.window), _pair(self.stride), self.padding)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ from nets.inception_utils import (
     slim_builder,
 )
 from nets.layers import Conv
+from nets.pooling import max_pool
 
 ModuleDef = Any
 
@@ -135,7 +136,7 @@ def max_pool_ceil(x: jax.Array, window: int, stride: int, padding: int = 0) -> j
         if (out - 1) * stride >= size + padding:
             out -= 1
         pads.append((padding, (out - 1) * stride + window - size - padding))
-    return nn.max_pool(x, (window, window), (stride, stride), pads)
+    return max_pool(x, (window, window), (stride, stride), pads)
 
 
 def adaptive_avg_pool(x: jax.Array, size: int) -> jax.Array:

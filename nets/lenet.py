@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
+from nets.pooling import max_pool
 
 ModuleDef = Any
 
@@ -39,10 +40,10 @@ class LeNet(nn.Module):
         end_points = {}
 
         x = end_points["conv1"] = nn.relu(conv(32, name="conv1")(jnp.asarray(x, self.dtype)))
-        x = end_points["pool1"] = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = end_points["pool1"] = max_pool(x, (2, 2), strides=(2, 2))
         end_points["stem"] = x
         x = end_points["conv2"] = nn.relu(conv(64, name="conv2")(x))
-        x = end_points["pool2"] = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = end_points["pool2"] = max_pool(x, (2, 2), strides=(2, 2))
         x = end_points["Flatten"] = x.reshape((x.shape[0], -1))  # NHWC order, as slim.flatten
         x = end_points["fc3"] = nn.relu(dense(1024, name="fc3")(x))
         end_points["pre_logits"] = x

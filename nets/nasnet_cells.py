@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from nets.pooling import max_pool
+
 ModuleDef = Any
 
 # Slim's arg scope initialises every conv and fully connected kernel with
@@ -140,7 +142,7 @@ class Operation(nn.Module):
             if kind == "avg_pool":
                 x = avg_pool_same(x, k, s)
             else:
-                x = nn.max_pool(x, (k, k), (s, s), padding="SAME")
+                x = max_pool(x, (k, k), (s, s), padding="SAME")
             if x.shape[-1] != self.features:
                 x = self.norm(name="bn_1")(self.conv(self.features, (1, 1), name="conv_1x1")(x))
         return x

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool
+from nets.pooling import adaptive_avg_pool, max_pool
 
 ModuleDef = Any
 
@@ -42,7 +42,7 @@ class OverFeat(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, dtype=self.dtype)
-        pool = partial(nn.max_pool, window_shape=(2, 2), strides=(2, 2))
+        pool = partial(max_pool, window_shape=(2, 2), strides=(2, 2))
         dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
         end_points = {}
 

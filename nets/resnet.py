@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
+from nets.pooling import max_pool
 
 ModuleDef = Any
 
@@ -170,7 +171,7 @@ class ResNet(nn.Module):
         if not pre_activation:
             x = self.act(norm(name="bn_init")(x))
         if self.stem_pool:
-            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            x = max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
         end_points["stem"] = x
 
         for i, block_size in enumerate(self.stage_sizes):

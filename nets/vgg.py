@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool
+from nets.pooling import adaptive_avg_pool, max_pool
 
 ModuleDef = Any
 
@@ -75,7 +75,7 @@ class VGG(nn.Module):
                     x = norm(name=f"bn{i + 1}_{j + 1}")(x)
                 x = nn.relu(x)
             end_points[f"conv{i + 1}"] = x
-            x = end_points[f"pool{i + 1}"] = nn.max_pool(x, (2, 2), strides=(2, 2))
+            x = end_points[f"pool{i + 1}"] = max_pool(x, (2, 2), strides=(2, 2))
             if i == 0:
                 end_points["stem"] = x
 

@@ -101,6 +101,15 @@ def test_forward_and_gradients_match_xla(case):
     assert relative_error(dparams["bias"], dparams_ref["bias"]) <= 1e-5
 
 
+@pytest.mark.parametrize("case", ["3x3_stride2_same", "7x7_on_4x4", "1x1_stride2_projection"])
+def test_filter_gradient_without_room_for_patches_matches_xla(case, monkeypatch):
+    """Above the im2col size limit the filter gradient is XLA's own (1x1 kernels need no room)."""
+    monkeypatch.setattr(conv_cpu, "_PATCHES_MAX_ELEMENTS", 0)
+    (_, dx, dparams), (_, dx_ref, dparams_ref) = ours_and_reference(case)
+    assert relative_error(dx, dx_ref) <= 1e-5
+    assert relative_error(dparams["kernel"], dparams_ref["kernel"]) <= 1e-5
+
+
 @pytest.mark.parametrize(
     "case", ["1x1", "3x3_stride2_same", "3x3_on_2x2", "7x7_on_4x4", "depthwise"]
 )

@@ -7,23 +7,28 @@ such convolutions (forward and input gradient of the last stage) took ~1.7 s of 
 train step. No XLA flag turns the swap off, so `conv2d` avoids the shapes that trigger it and
 writes the rest as matrix products, which XLA:CPU runs well:
 
-- 1x1 kernels: forward, input gradient and filter gradient are matrix products.
-- outputs of 2x2 or smaller: forward and filter gradient are one matrix product over the patches
-  (im2col); the patches are small because the output is.
+- 1x1 kernels: forward and input gradient are matrix products.
+- outputs of 2x2 or smaller: the forward is one matrix product over the patches (im2col); the
+  patches are small because the output is.
 - kernels larger than the input map (e.g. 7x7 on 4x4): the input is padded explicitly and put
   behind `lax.optimization_barrier`, which stops XLA folding the pad back into the convolution and
   swapping anyway; the convolution itself then has VALID padding.
 - the input gradient of all of these: one matrix product `dy @ w^T` gives each output pixel's
   patch gradient, and col2im scatter-adds the patches back (a sum of strided `lax.pad`s that XLA
   fuses into one loop).
+- the filter gradient of every ungrouped convolution: one `patches^T @ dy` product per kernel
+  row, over strided slices of the kernel's horizontal taps laid side by side. XLA:CPU's own
+  filter gradient transposes both operands first and recomputes their producers (BatchNorm,
+  ReLU, residual sums) inside the transposes: up to 340 ms for one 1x1 convolution of a
+  ResNet-50 step at batch 8. Above 256 MB of patches it falls back to XLA's own.
 - grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
   of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
 - depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
   adjoint: elementwise work XLA fuses. XLA:CPU's own ran 6-30x slower.
 
-Ordinary convolutions on maps at least as large as the kernel keep XLA's own forward, input
-gradient and filter gradient, which XLA:CPU runs through Eigen: col2im measured 0.6-0.8x of its
-input gradient there. `bench/conv_layers.py` times each case against XLA's.
+Ordinary convolutions on maps at least as large as the kernel keep XLA's own forward and input
+gradient, which XLA:CPU runs well (col2im measured 0.6-0.8x of its input gradient there).
+`bench/conv_layers.py` times each case against XLA's.
 
 Layouts are NHWC inputs and HWIO kernels, as in `flax.linen.Conv`; `padding` is explicit
 `((top, bottom), (left, right))`.
@@ -160,7 +165,7 @@ def _batched_matmul(a, b, contract, batch, precision):
 
 def _col2im(cols, window, x_shape, strides, padding):
     """`windows.col2im` of patch gradients `[n, ho, wo, kh * kw, c]`."""
-    taps = [cols[:, :, :, t] for t in range(cols.shape[3])]
+    taps = [lax.index_in_dim(cols, t, axis=3, keepdims=False) for t in range(cols.shape[3])]
     return windows.col2im(taps, window, x_shape[1:3], strides, padding)
 
 
@@ -261,25 +266,60 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
 
 
 def _depthwise_forward(x, w, strides, padding, out_size):
-    kh, kw, _, out = w.shape
     xp = windows.pad(x, padding)
-    multiplier = out // x.shape[3]
+    multiplier = w.shape[3] // x.shape[3]
     if multiplier > 1:  # output channel c * multiplier + k reads input channel c
         xp = jnp.repeat(xp, multiplier, axis=3)
+    return _depthwise_taps(xp, w, strides, out_size)
+
+
+def _depthwise_taps(xp, w, strides, out_size):
+    """Sum over the window of the strided views of `xp` times their per-channel taps of `w`."""
+    kh, kw, _, out = w.shape
     taps = windows.window_slices(xp, (kh, kw), strides, out_size)
-    acc = jnp.promote_types(x.dtype, jnp.float32)
-    return sum(t.astype(acc) * w[i // kw, i % kw, 0].astype(acc) for i, t in enumerate(taps))
+    acc = jnp.promote_types(xp.dtype, jnp.float32)
+    w_taps = _cast(w.reshape(kh * kw, out), acc)
+    y = None
+    for t, tap in enumerate(taps):  # lax, not jnp: NASNet traces thousands of these terms
+        w_t = lax.broadcast_in_dim(lax.index_in_dim(w_taps, t, keepdims=False), tap.shape, (3,))
+        term = lax.mul(_cast(tap, acc), w_t)
+        y = term if y is None else lax.add(y, term)
+    return y
+
+
+def _cast(x, dtype):
+    return x if x.dtype == dtype else lax.convert_element_type(x, dtype)
 
 
 def _depthwise_input_grad(dy, w, x_shape, strides, padding):
+    """col2im up to 3x3 kernels; above, a forward depthwise convolution of `dy`, dilated by the
+    stride and padded, against the flipped kernel: XLA:CPU fuses col2im's sum of 25 or 49
+    placed taps badly (20-40x slower), while the dilation wastes work on stride-2 3x3 kernels."""
     kh, kw, _, out = w.shape
     n, ho, wo, _ = dy.shape
-    acc = jnp.promote_types(dy.dtype, jnp.float32)
-    cols = dy.astype(acc)[:, :, :, None, :] * w[:, :, 0].reshape(kh * kw, out).astype(acc)
     multiplier = out // x_shape[3]
-    if multiplier > 1:
-        cols = cols.reshape(n, ho, wo, kh * kw, x_shape[3], multiplier).sum(-1)
-    return _col2im(cols, (kh, kw), x_shape, strides, padding)
+    if kh * kw <= 9:
+        acc = jnp.promote_types(dy.dtype, jnp.float32)
+        cols = dy.astype(acc)[:, :, :, None, :] * w[:, :, 0].reshape(kh * kw, out).astype(acc)
+        if multiplier > 1:
+            cols = cols.reshape(n, ho, wo, kh * kw, x_shape[3], multiplier).sum(-1)
+        return _col2im(cols, (kh, kw), x_shape, strides, padding)
+    (h, w_), (sh, sw), ((pt, _), (pl, _)) = x_shape[1:3], strides, padding
+    dilated = lax.pad(
+        dy,
+        jnp.zeros((), dy.dtype),
+        (
+            (0, 0, 0),
+            (kh - 1 - pt, h + pt - sh * (ho - 1) - 1, sh - 1),
+            (kw - 1 - pl, w_ + pl - sw * (wo - 1) - 1, sw - 1),
+            (0, 0, 0),
+        ),
+    )
+    flipped = lax.rev(w, (0, 1))
+    dx = _depthwise_taps(dilated, flipped, (1, 1), (h, w_))
+    if multiplier > 1:  # output channel c * multiplier + k read input channel c
+        dx = dx.reshape(n, h, w_, x_shape[3], multiplier).sum(-1)
+    return dx
 
 
 def _depthwise_filter_grad(x, dy, w_shape, strides, padding):
@@ -291,5 +331,5 @@ def _depthwise_filter_grad(x, dy, w_shape, strides, padding):
     acc = jnp.promote_types(x.dtype, jnp.float32)
     taps = windows.window_slices(xp, (kh, kw), strides, dy.shape[1:3])
     dy = dy.astype(acc)
-    dw = jnp.stack([jnp.sum(t.astype(acc) * dy, axis=(0, 1, 2)) for t in taps])
+    dw = jnp.stack([jnp.sum(lax.mul(_cast(t, acc), dy), axis=(0, 1, 2)) for t in taps])
     return dw.reshape(w_shape)

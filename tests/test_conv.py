@@ -41,6 +41,9 @@ CASES = {
     "depthwise_stride2": ((2, 9, 9, 6), 6, 3, 2, "SAME", 6),
     "depthwise_5x5_on_3x3": ((2, 3, 3, 6), 6, 5, 1, "SAME", 6),
     "depthwise_multiplier2": ((2, 7, 7, 3), 6, 3, 1, "SAME", 3),
+    "depthwise_5x5_stride2_odd": ((2, 9, 9, 6), 6, 5, 2, "SAME", 6),
+    "depthwise_5x5_stride2_even": ((2, 8, 8, 4), 4, 5, 2, "SAME", 4),
+    "depthwise_7x7_multiplier2": ((2, 8, 8, 3), 6, 7, 1, "SAME", 3),
 }
 
 

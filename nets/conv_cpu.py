@@ -8,8 +8,8 @@ train step. No XLA flag turns the swap off, so `conv2d` avoids the shapes that t
 writes the rest as matrix products, which XLA:CPU runs well:
 
 - 1x1 kernels: forward and input gradient are matrix products.
-- outputs of 2x2 or smaller: the forward is one matrix product over the patches (im2col); the
-  patches are small because the output is.
+- outputs of 2x2 or smaller: the forward and the filter gradient are one matrix product over the
+  patches (im2col); the patches are small because the output is.
 - kernels larger than the input map (e.g. 7x7 on 4x4): the input is padded explicitly and put
   behind `lax.optimization_barrier`, which stops XLA folding the pad back into the convolution and
   swapping anyway; the convolution itself then has VALID padding.
@@ -20,7 +20,8 @@ writes the rest as matrix products, which XLA:CPU runs well:
   row, over strided slices of the kernel's horizontal taps laid side by side. XLA:CPU's own
   filter gradient transposes both operands first and recomputes their producers (BatchNorm,
   ReLU, residual sums) inside the transposes: up to 340 ms for one 1x1 convolution of a
-  ResNet-50 step at batch 8. Above 256 MB of patches it falls back to XLA's own.
+  ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 keep XLA's own, which
+  is faster there; so does anything above 256 MB of patches.
 - grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
   of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
 - depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
@@ -44,6 +45,7 @@ from nets import windows
 
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
 _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
+_ROWS_MIN_OUTPUT_PIXELS = 14 * 14  # smaller maps keep XLA's own filter gradient
 
 
 def conv2d(
@@ -237,7 +239,12 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     method = _method(x.shape, w_shape, strides, padding, groups)
     kh, kw, _, out = w_shape
     ho, wo = dy.shape[1:3]
-    if groups == 1 and _row_patches_fit(x.shape, w_shape, padding, wo):
+    # XLA's own filter gradient wins on small maps (0.8x at 7x7; ResNet-20's 8x8 digits).
+    large_map = method != "xla" or ho * wo >= _ROWS_MIN_OUTPUT_PIXELS
+    if method == "patches":  # tiny outputs: the forward's im2col patches are small
+        patches = _patches(x, kh, kw, strides, padding, (ho, wo))
+        return _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,))).reshape(w_shape)
+    if groups == 1 and large_map and _row_patches_fit(x.shape, w_shape, padding, wo):
         # One patches^T @ dy product per kernel row. XLA:CPU's own filter gradient transposes
         # both operands first, and recomputes their producers (BatchNorm, ReLU, residual sums)
         # inside the transposes.

@@ -1,5 +1,6 @@
 """The contract every network in `networks_map` keeps, checked through the public API."""
 
+import difflib
 import functools
 
 import flax.linen as nn
@@ -10,6 +11,7 @@ import pytest
 
 import nets_factory
 from nets import summary
+from tests import variable_trees
 from tests.helpers import numpy_variables
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
@@ -46,6 +48,7 @@ def test_shapes_and_end_points(name):
     images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     assert "params" in variables
+    assert_tree_is_the_snapshots(name, variables)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (logits, end_points), _ = jax.eval_shape(lambda v, x: fn.apply(v, x, **kw), variables, images)
     assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
@@ -67,6 +70,19 @@ def test_shapes_and_end_points(name):
     )
     assert feats.shape == features.shape and "logits" not in feat_points
     assert "aux_logits" not in feat_points
+
+
+def assert_tree_is_the_snapshots(name, variables):
+    """Paths and shapes exactly as committed in tests/variable_trees.txt: checkpoints restore."""
+    expected = variable_trees.load()[name]
+    actual = variable_trees.tree_lines(variables)
+    if actual != expected:
+        diff = difflib.unified_diff(expected, actual, "snapshot", "now", n=1, lineterm="")
+        pytest.fail(f"{name}'s variable tree changed:\n" + "\n".join(list(diff)[:40]))
+
+
+def test_snapshot_covers_every_distinct_network():
+    assert sorted(variable_trees.load()) == ALL_NETWORKS
 
 
 def test_unknown_network_names_close_matches():

@@ -1,0 +1,78 @@
+"""The committed snapshot of every network's variable tree (paths and shapes), and its format.
+
+A checkpoint restores only into the tree it was saved from, so a refactoring of `nets/` must leave
+every registered network's tree exactly as it was. `variable_trees.txt` holds one section per
+distinct constructor (aliases share their partial): the nested collections and modules, one name
+a line, indented; a module that holds only arrays is one line, `name: kernel(3,3,64,64) bias(64)`. Siblings whose subtrees are identical are folded into
+`name = sibling`, so a stage of 36 equal blocks costs 36 lines, not 36 subtrees.
+
+To rewrite the snapshot after an intended change of a tree: `python -m tests.variable_trees`.
+"""
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+SNAPSHOT = Path(__file__).with_name("variable_trees.txt")
+
+
+def tree_lines(tree: Any, indent: int = 0) -> list[str]:
+    """The folded, indented listing of a nested dict of arrays (or `ShapeDtypeStruct`s)."""
+    lines, seen = [], {}
+    pad = " " * indent
+    for key in sorted(tree):
+        value = tree[key]
+        if not isinstance(value, dict):
+            lines.append(f"{pad}{key} {_shape(value)}")
+            continue
+        if not any(isinstance(child, dict) for child in value.values()):  # a layer: one line
+            leaves = " ".join(f"{name}{_shape(value[name])}" for name in sorted(value))
+            lines.append(f"{pad}{key}: {leaves}")
+            continue
+        body = tree_lines(value, indent + 1)
+        signature = hashlib.sha1("\n".join(line.strip() for line in body).encode()).hexdigest()
+        if signature in seen:
+            lines.append(f"{pad}{key} = {seen[signature]}")
+        else:
+            seen[signature] = key
+            lines.append(f"{pad}{key}")
+            lines.extend(body)
+    return lines
+
+
+def _shape(leaf: Any) -> str:
+    return "(" + ",".join(map(str, leaf.shape)) + ")"
+
+
+def load() -> dict[str, list[str]]:
+    """The snapshot's sections: network name -> its listing."""
+    sections, name = {}, None
+    for line in SNAPSHOT.read_text().splitlines():
+        if line.startswith("# "):
+            name = line[2:]
+            sections[name] = []
+        elif name is not None and line:
+            sections[name].append(line)
+    return sections
+
+
+def main() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    import nets_factory
+    from tests.test_nets_factory import ALL_NETWORKS
+
+    out = ["Variable trees of every distinct network at 1000 classes; see tests/variable_trees.py"]
+    for name in ALL_NETWORKS:
+        fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
+        size = fn.default_image_size
+        images = jax.ShapeDtypeStruct((2, size, size, 3), jnp.float32)
+        variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+        out += ["", f"# {name}", *tree_lines(variables)]
+    SNAPSHOT.write_text("\n".join(out) + "\n")
+    print(f"wrote {SNAPSHOT} ({len(ALL_NETWORKS)} networks)")
+
+
+if __name__ == "__main__":
+    main()

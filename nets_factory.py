@@ -26,9 +26,8 @@ from nets import (
     inception_v3,
     inception_v4,
     lenet,
+    mobilenet,
     mobilenet_v1,
-    mobilenet_v2,
-    mobilenet_v3,
     nasnet,
     overfeat,
     pnasnet,
@@ -88,15 +87,15 @@ networks_map: dict[str, functools.partial] = {
     "mobilenet_v1_075": mobilenet_v1.mobilenet_v1_075,
     "mobilenet_v1_050": mobilenet_v1.mobilenet_v1_050,
     "mobilenet_v1_025": mobilenet_v1.mobilenet_v1_025,
-    "mobilenet_v2": mobilenet_v2.mobilenet_v2,
-    "mobilenet_v2_140": mobilenet_v2.mobilenet_v2_140,
-    "mobilenet_v2_035": mobilenet_v2.mobilenet_v2_035,
-    "mobilenet_v3_small": mobilenet_v3.mobilenet_v3_small,
-    "mobilenet_v3_large": mobilenet_v3.mobilenet_v3_large,
-    "mobilenet_v3_small_minimalistic": mobilenet_v3.mobilenet_v3_small_minimalistic,
-    "mobilenet_v3_large_minimalistic": mobilenet_v3.mobilenet_v3_large_minimalistic,
-    "mobilenet_edgetpu": mobilenet_v3.mobilenet_edgetpu,
-    "mobilenet_edgetpu_075": mobilenet_v3.mobilenet_edgetpu_075,
+    "mobilenet_v2": mobilenet.mobilenet_v2,
+    "mobilenet_v2_140": mobilenet.mobilenet_v2_140,
+    "mobilenet_v2_035": mobilenet.mobilenet_v2_035,
+    "mobilenet_v3_small": mobilenet.mobilenet_v3_small,
+    "mobilenet_v3_large": mobilenet.mobilenet_v3_large,
+    "mobilenet_v3_small_minimalistic": mobilenet.mobilenet_v3_small_minimalistic,
+    "mobilenet_v3_large_minimalistic": mobilenet.mobilenet_v3_large_minimalistic,
+    "mobilenet_edgetpu": mobilenet.mobilenet_edgetpu,
+    "mobilenet_edgetpu_075": mobilenet.mobilenet_edgetpu_075,
     # Inception (Slim's inception_v1 .. inception_resnet_v2, torchvision's googlenet).
     "inception_v1": inception_v1.inception_v1,
     "inception_v2": inception_v2.inception_v2,
@@ -213,6 +212,6 @@ def get_network_fn(
 
 
 if __name__ == "__main__":
-    from nets import summary
+    import nets_summary
 
-    summary.main()
+    nets_summary.main()

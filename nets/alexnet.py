@@ -20,10 +20,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool, max_pool
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef, fully_connected_head, max_pool
 
 _HEAD_LAYERS = ("fc6", "fc7", "fc8")
 
@@ -60,11 +57,6 @@ class AlexNet(nn.Module):
         conv = partial(self.conv, dtype=self.dtype)
         end_points = {}
 
-        def dropout(x, layer):
-            if layer not in self.dropout_inputs:
-                return x
-            return nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-
         pad = self.conv1_padding
         x = conv(self.widths[0], (11, 11), (4, 4), padding=[(pad, pad)] * 2, name="conv1")(
             jnp.asarray(x, self.dtype)
@@ -78,18 +70,11 @@ class AlexNet(nn.Module):
             x = end_points[f"conv{i}"] = nn.relu(conv(width, (3, 3), name=f"conv{i}")(x))
         x = end_points["pool5"] = max_pool(x, (3, 3), strides=(2, 2))
 
-        k = self.pool_size
-        x = dropout(adaptive_avg_pool(x, (k, k)), "fc6")
-        x = end_points["fc6"] = nn.relu(conv(self.fc_width, (k, k), padding="VALID", name="fc6")(x))
-        x = dropout(x, "fc7")
-        x = end_points["fc7"] = nn.relu(conv(self.fc_width, (1, 1), name="fc7")(x))
-        end_points["pre_logits"] = x[:, 0, 0, :]
-        if not self.num_classes:
-            return end_points["pre_logits"], end_points
-        x = conv(self.num_classes, (1, 1), name="fc8")(dropout(x, "fc8"))
-        x = end_points["logits"] = x[:, 0, 0, :]
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        widths, drop = (self.fc_width, self.fc_width), self.dropout_inputs
+        head = partial(fully_connected_head, train=train, dropout_rate=self.dropout_rate)
+        return head(
+            x, end_points, self.num_classes, conv, self.pool_size, widths, dropout_inputs=drop
+        )
 
 
 # TF-Slim's alexnet_v2: 'VALID' 11x11/4 first layer (224 -> 54 -> pools to 26, 12, 5).

@@ -17,10 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nets.layers import Conv
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef, classify, max_pool
 
 
 def local_response_normalization(
@@ -81,12 +78,9 @@ class CifarNet(nn.Module):
         x = end_points["fc3"] = nn.relu(dense(384, name="fc3")(x))
         x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
         x = end_points["fc4"] = nn.relu(dense(192, name="fc4")(x))
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = end_points["logits"] = dense(self.num_classes, name="logits")(x)
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        return classify(
+            x, end_points, self.num_classes, train=train, dtype=self.dtype, name="logits"
+        )
 
 
 cifarnet = partial(CifarNet)

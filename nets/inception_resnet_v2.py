@@ -21,7 +21,6 @@ from nets.inception_utils import (
     AvgPool,
     Builder,
     Conv2d,
-    Logits,
     MaxPool,
     Mixed,
     classify,
@@ -29,9 +28,7 @@ from nets.inception_utils import (
     run_layers,
     slim_builder,
 )
-from nets.layers import Conv
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef
 
 
 class ResidualBlock(nn.Module):
@@ -190,30 +187,10 @@ class InceptionResnetV2(nn.Module):
         x = ResidualBlock(_BLOCK8, b, activate=False, name="Block8")(x)
         x = record("Conv2d_7b_1x1", Conv2d("Conv2d_7b_1x1", 1536, 1)(x, b))
 
-        if self.num_classes and self.create_aux_logits and (train or self.is_initializing()):
-            aux = AuxLogits(
-                self.num_classes,
-                b,
-                kernel_name="Conv2d_2a_5x5",
-                logits_name="Logits",
-                fully_connected=True,
-                dtype=self.dtype,
-                name="AuxLogits",
-            )(end_points["PreAuxLogits"])
-            if train:
-                end_points["aux_logits"] = aux
-        logits = None
-        if self.num_classes:
-            logits = Logits(
-                self.num_classes,
-                "Logits",
-                self.dropout_rate,
-                b,
-                fully_connected=True,
-                dtype=self.dtype,
-                name="Logits",
-            )
-        return classify(x, end_points, logits, train)
+        aux = functools.partial(
+            AuxLogits, kernel_name="Conv2d_2a_5x5", logits_name="Logits", fully_connected=True
+        )
+        return classify(self, x, end_points, b, train, "Logits", True, aux, "PreAuxLogits")
 
 
 inception_resnet_v2 = functools.partial(InceptionResnetV2)

@@ -25,9 +25,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets import layers
+from nets.layers import SLIM_INCEPTION, ConvNormAct, ModuleDef, avg_pool, batch_norm, max_pool
+from nets.layers.padding import pair
 
 # Slim's inception_arg_scope initialises convolutions with `variance_scaling_initializer()`: He
 # et al.'s fan-in scaling from a truncated normal. (Slim overrides it layer by layer with
@@ -54,38 +54,11 @@ def _thinned(features: int, depth_multiplier: float, min_depth: int) -> int:
     return max(int(features * depth_multiplier), min_depth)
 
 
-class ConvBN(nn.Module):
-    """Slim's `conv2d` under the inception arg_scope: a bias-free convolution, BatchNorm, ReLU.
-
-    torchvision's `BasicConv2d` is the same layer; it names its norm `bn` (`norm_name`).
-    """
-
-    features: int
-    kernel_size: tuple[int, int]
-    conv: ModuleDef
-    norm: ModuleDef
-    strides: int = 1
-    padding: str | int = "SAME"
-    norm_name: str = "BatchNorm"
-
-    @nn.compact
-    def __call__(self, x):
-        x = self.conv(
-            self.features,
-            self.kernel_size,
-            (self.strides, self.strides),
-            padding=self.padding,
-            use_bias=False,
-            name="conv",
-        )(x)
-        return nn.relu(self.norm(name=self.norm_name)(x))
-
-
 @dataclasses.dataclass(frozen=True)
 class Builder:
     """What turns the layer tables into modules, bound once per call by the network.
 
-    conv_bn: `ConvBN` with the network's convolution and BatchNorm settings.
+    conv_bn: `ConvNormAct` with the network's convolution and BatchNorm settings, and ReLU.
     conv: the plain convolution (dtype and initialiser bound) for layers without BatchNorm.
     depth: the width function (Slim's `depth()`), applied to every `Conv2d` of a table.
     """
@@ -103,24 +76,16 @@ def slim_builder(
     Every `conv2d` is bias-free, followed by BatchNorm (decay 0.9997, epsilon 0.001, no scale:
     `beta` only) and ReLU. Batch statistics in training, running averages otherwise.
     """
-    norm = functools.partial(
-        nn.BatchNorm,
-        use_running_average=not train,
-        momentum=0.9997,
-        epsilon=1e-3,
-        use_scale=False,
-        dtype=dtype,
-    )
+    norm = batch_norm(SLIM_INCEPTION, train, dtype)
     conv = functools.partial(conv, dtype=dtype, kernel_init=he_fan_in)
-    return Builder(conv_bn=functools.partial(ConvBN, conv=conv, norm=norm), conv=conv, depth=depth)
+    conv_bn = functools.partial(
+        ConvNormAct, conv=conv, norm=norm, act=nn.relu, norm_name="BatchNorm"
+    )
+    return Builder(conv_bn=conv_bn, conv=conv, depth=depth)
 
 
 # Layers as data. Each is called as `layer(x, builder)` inside a module's compact method, so the
 # modules it makes are that module's children.
-
-
-def _pair(k: int | tuple[int, int]) -> tuple[int, int]:
-    return (k, k) if isinstance(k, int) else tuple(k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +101,7 @@ class Conv2d:
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
         return builder.conv_bn(
             builder.depth(self.features),
-            _pair(self.kernel),
+            pair(self.kernel),
             strides=self.stride,
             padding=self.padding,
             name=self.name,
@@ -152,7 +117,7 @@ class MaxPool:
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
         del builder
-        return max_pool(x, _pair(self.window), _pair(self.stride), self.padding)
+        return max_pool(x, self.window, self.stride, self.padding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +131,7 @@ class AvgPool:
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
         del builder
-        return nn.avg_pool(
-            x, _pair(self.window), _pair(self.stride), self.padding, count_include_pad=False
-        )
+        return avg_pool(x, self.window, self.stride, self.padding, count_include_pad=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,29 +199,6 @@ def run_layers(
     return x, end_points
 
 
-class Logits(nn.Module):
-    """Slim's `Logits` scope on pooled features `[batch, channels]`: dropout, then the class layer.
-
-    Inception v1-v3 classify with a 1x1 convolution (`Conv2d_0c_1x1`, `Conv2d_1c_1x1`; kernel
-    `[1, 1, channels, classes]` as in Slim), v4 and Inception-ResNet-v2 with a dense layer.
-    """
-
-    num_classes: int
-    layer_name: str
-    dropout_rate: float
-    builder: Builder
-    fully_connected: bool = False
-    dtype: Any = jnp.float32
-
-    @nn.compact
-    def __call__(self, x, train: bool):
-        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-        if self.fully_connected:
-            return nn.Dense(self.num_classes, dtype=self.dtype, name=self.layer_name)(x)
-        conv = self.builder.conv(self.num_classes, (1, 1), use_bias=True, name=self.layer_name)
-        return conv(x[:, None, None, :])[:, 0, 0, :]
-
-
 class AuxLogits(nn.Module):
     """Slim's auxiliary classifier on the 17x17 map (Inception v3, v4, Inception-ResNet-v2).
 
@@ -278,7 +218,7 @@ class AuxLogits(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        x = nn.avg_pool(x, (5, 5), strides=(3, 3), padding="VALID")
+        x = avg_pool(x, 5, 3)
         x = Conv2d("Conv2d_1b_1x1", 128, 1)(x, self.builder)
         kernel = tuple(min(size, self.max_kernel or size) for size in x.shape[1:3])
         name = self.kernel_name.format(*kernel)
@@ -291,18 +231,41 @@ class AuxLogits(nn.Module):
 
 
 def classify(
-    x: jax.Array, end_points: dict[str, jax.Array], logits: Logits | None, train: bool
+    network: nn.Module,
+    x: jax.Array,
+    end_points: dict[str, jax.Array],
+    builder: Builder,
+    train: bool,
+    logits_name: str,
+    fully_connected: bool = False,
+    aux: Callable[..., AuxLogits] | None = None,
+    aux_input: str | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Global average pooling to `pre_logits`, then `logits` (if any) and `predictions`.
+    """Slim's auxiliary head on `end_points[aux_input]`, then global pooling and `Logits`.
 
-    Slim pools with a fixed window (`AvgPool_0a_7x7`, `AvgPool_1a_8x8`) sized to reduce the default
-    image's map to 1x1; the global mean is the same there and works at every input size.
+    `network` is the calling Inception module (its `num_classes`, `dropout_rate`, `dtype`,
+    `create_aux_logits`). `aux` is `AuxLogits` with its layer names bound; its logits are an end
+    point in training, and `init` creates its parameters whatever the mode, so train and eval
+    variables match. Slim pools with a fixed window (`AvgPool_0a_7x7`, `AvgPool_1a_8x8`) sized
+    to reduce the default image's map to 1x1; the global mean is the same there and works at
+    every input size. The class layer in the `Logits` scope is a 1x1 convolution (Inception
+    v1-v3, kernel `[1, 1, channels, classes]` as in Slim) or, `fully_connected`, a dense layer.
     """
-    x = jnp.mean(x, axis=(1, 2))
-    end_points["pre_logits"] = x
-    if logits is None:
-        return x, end_points
-    x = logits(x, train)
-    end_points["logits"] = x
-    end_points["predictions"] = nn.softmax(x)
-    return x, end_points
+    num_classes = network.num_classes
+    wants_aux = aux is not None and num_classes and network.create_aux_logits
+    if wants_aux and (train or network.is_initializing()):
+        head = aux(num_classes, builder, dtype=network.dtype, name="AuxLogits")
+        aux_logits = head(end_points[aux_input])
+        if train:
+            end_points["aux_logits"] = aux_logits
+    return layers.classify(
+        layers.global_avg_pool(x),
+        end_points,
+        num_classes,
+        train=train,
+        dropout_rate=network.dropout_rate,
+        dtype=network.dtype,
+        name=logits_name,
+        conv=None if fully_connected else builder.conv,
+        scope="Logits",
+    )

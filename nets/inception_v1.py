@@ -16,19 +16,16 @@ differ in what a checkpoint sees and in details that follow from it:
 """
 
 import functools
-import math
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
+from nets import layers
 from nets.inception_utils import (
     Branch,
     Builder,
     Conv2d,
-    ConvBN,
-    Logits,
     MaxPool,
     Mixed,
     classify,
@@ -36,10 +33,15 @@ from nets.inception_utils import (
     run_layers,
     slim_builder,
 )
-from nets.layers import Conv
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets.layers import (
+    TORCH_INCEPTION,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    adaptive_avg_pool,
+    batch_norm,
+    max_pool,
+)
 
 # (Slim's name, torchvision's name, widths): the 1x1 branch; the 3x3 branch's reduction and
 # output; the second "5x5" branch's reduction and output (a 3x3 convolution); the pool projection.
@@ -116,46 +118,7 @@ class InceptionV1(nn.Module):
         builder = slim_builder(self.conv, self.dtype, train, depth)
         x = jnp.asarray(x, self.dtype)
         x, end_points = run_layers(_INCEPTION_V1, x, builder, stem="MaxPool_3a_3x3")
-        logits = None
-        if self.num_classes:
-            logits = Logits(
-                self.num_classes, "Conv2d_0c_1x1", self.dropout_rate, builder, name="Logits"
-            )
-        return classify(x, end_points, logits, train)
-
-
-def max_pool_ceil(x: jax.Array, window: int, stride: int, padding: int = 0) -> jax.Array:
-    """PyTorch's `MaxPool2d(window, stride, padding, ceil_mode=True)` on NHWC input.
-
-    Ceil mode keeps a last, partial window as long as it starts inside the input (or the left
-    padding); the extra right padding is -inf, so it never wins the max.
-    """
-    pads = []
-    for size in x.shape[1:3]:
-        out = math.ceil((size + 2 * padding - window) / stride) + 1
-        if (out - 1) * stride >= size + padding:
-            out -= 1
-        pads.append((padding, (out - 1) * stride + window - size - padding))
-    return max_pool(x, (window, window), (stride, stride), pads)
-
-
-def adaptive_avg_pool(x: jax.Array, size: int) -> jax.Array:
-    """PyTorch's `adaptive_avg_pool2d(x, size)` on NHWC input.
-
-    Output bin i averages rows [floor(i * n / size), ceil((i + 1) * n / size)), likewise columns.
-    """
-    for axis in (1, 2):
-        n = x.shape[axis]
-        bins = [
-            jnp.mean(
-                jax.lax.slice_in_dim(x, (i * n) // size, -((-(i + 1) * n) // size), axis=axis),
-                axis=axis,
-                keepdims=True,
-            )
-            for i in range(size)
-        ]
-        x = jnp.concatenate(bins, axis=axis)
-    return x
+        return classify(self, x, end_points, builder, train, "Conv2d_0c_1x1")
 
 
 class TorchInception(nn.Module):
@@ -231,19 +194,12 @@ class GoogLeNet(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        norm = functools.partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=0.9,  # PyTorch's momentum 0.1
-            epsilon=1e-3,
-            dtype=self.dtype,
-        )
+        norm = batch_norm(TORCH_INCEPTION, train, self.dtype)
         conv = functools.partial(
             self.conv, dtype=self.dtype, kernel_init=nn.initializers.truncated_normal(0.01)
         )
-        builder = Builder(
-            conv_bn=functools.partial(ConvBN, conv=conv, norm=norm, norm_name="bn"), conv=conv
-        )
+        conv_bn = functools.partial(ConvNormAct, conv=conv, norm=norm, act=nn.relu)
+        builder = Builder(conv_bn=conv_bn, conv=conv)
         modules = {torch_name: widths for _, torch_name, widths in _MODULES}
         with_aux = bool(self.num_classes) and self.aux_logits
         end_points = {}
@@ -254,15 +210,16 @@ class GoogLeNet(nn.Module):
 
         x = jnp.asarray(x, self.dtype)
         x = record("conv1", Conv2d("conv1", 64, 7, stride=2, padding=3)(x, builder))
-        x = record("maxpool1", max_pool_ceil(x, 3, 2))
+        pool = functools.partial(max_pool, strides=2, ceil_mode=True)
+        x = record("maxpool1", pool(x, 3))
         x = record("conv2", Conv2d("conv2", 64, 1)(x, builder))
         x = record("conv3", Conv2d("conv3", 192, 3, padding=1)(x, builder))
-        x = record("maxpool2", max_pool_ceil(x, 3, 2))
+        x = record("maxpool2", pool(x, 3))
         end_points["stem"] = x
         for name in _TORCH_BODY:
             if name.startswith("maxpool"):
                 window = 2 if name == "maxpool4" else 3
-                x = record(name, max_pool_ceil(x, window, 2))
+                x = record(name, pool(x, window))
                 continue
             x = record(name, TorchInception(modules[name], builder, name=name)(x))
             # The auxiliary heads run while initialising even in eval mode, so that train and
@@ -274,15 +231,10 @@ class GoogLeNet(nn.Module):
                 if train:
                     end_points[end_point] = aux
 
-        x = jnp.mean(x, axis=(1, 2))
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dropout(self.dropout_rate, deterministic=not train, name="dropout")(x)
-        x = nn.Dense(self.num_classes, dtype=self.dtype, name="fc")(x)
-        end_points["logits"] = x
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        head = functools.partial(
+            layers.classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype
+        )
+        return head(layers.global_avg_pool(x), end_points, self.num_classes, name="fc")
 
 
 inception_v1 = functools.partial(InceptionV1)

@@ -18,7 +18,6 @@ from nets.inception_utils import (
     AvgPool,
     Builder,
     Conv2d,
-    Logits,
     MaxPool,
     Mixed,
     classify,
@@ -26,9 +25,7 @@ from nets.inception_utils import (
     run_layers,
     slim_builder,
 )
-from nets.layers import Conv
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef
 
 
 class SeparableConv(nn.Module):
@@ -158,12 +155,7 @@ class InceptionV2(nn.Module):
             first = Conv2d("Conv2d_1a_7x7", 64, 7, stride=2)
         layers = (first, *_INCEPTION_V2)
         x, end_points = run_layers(layers, jnp.asarray(x, self.dtype), builder, "MaxPool_3a_3x3")
-        logits = None
-        if self.num_classes:
-            logits = Logits(
-                self.num_classes, "Conv2d_1c_1x1", self.dropout_rate, builder, name="Logits"
-            )
-        return classify(x, end_points, logits, train)
+        return classify(self, x, end_points, builder, train, "Conv2d_1c_1x1")
 
 
 inception_v2 = functools.partial(InceptionV2)

@@ -18,7 +18,6 @@ from nets.inception_utils import (
     AvgPool,
     Concat,
     Conv2d,
-    Logits,
     MaxPool,
     Mixed,
     classify,
@@ -26,9 +25,7 @@ from nets.inception_utils import (
     run_layers,
     slim_builder,
 )
-from nets.layers import Conv
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef
 
 
 def _mixed_5(name: str, pool_width: int, branch1: tuple[str, str]) -> Mixed:
@@ -170,25 +167,16 @@ class InceptionV3(nn.Module):
         builder = slim_builder(self.conv, self.dtype, train, depth)
         x = jnp.asarray(x, self.dtype)
         x, end_points = run_layers(_INCEPTION_V3, x, builder, stem="MaxPool_5a_3x3")
-        if self.num_classes and self.create_aux_logits and (train or self.is_initializing()):
-            aux = AuxLogits(
-                self.num_classes,
-                builder,
-                kernel_name="Conv2d_2a_{0}x{1}",
-                logits_name="Conv2d_2b_1x1",
-                fully_connected=False,
-                max_kernel=5,
-                dtype=self.dtype,
-                name="AuxLogits",
-            )(end_points["Mixed_6e"])
-            if train:
-                end_points["aux_logits"] = aux
-        logits = None
-        if self.num_classes:
-            logits = Logits(
-                self.num_classes, "Conv2d_1c_1x1", self.dropout_rate, builder, name="Logits"
-            )
-        return classify(x, end_points, logits, train)
+        aux = functools.partial(
+            AuxLogits,
+            kernel_name="Conv2d_2a_{0}x{1}",
+            logits_name="Conv2d_2b_1x1",
+            fully_connected=False,
+            max_kernel=5,
+        )
+        return classify(
+            self, x, end_points, builder, train, "Conv2d_1c_1x1", False, aux, "Mixed_6e"
+        )
 
 
 inception_v3 = functools.partial(InceptionV3)

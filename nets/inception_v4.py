@@ -16,16 +16,13 @@ from nets.inception_utils import (
     AvgPool,
     Concat,
     Conv2d,
-    Logits,
     MaxPool,
     Mixed,
     classify,
     run_layers,
     slim_builder,
 )
-from nets.layers import Conv
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef
 
 _INCEPTION_A = (  # 35x35, 384 channels
     (Conv2d("Conv2d_0a_1x1", 96, 1),),
@@ -156,30 +153,10 @@ class InceptionV4(nn.Module):
         builder = slim_builder(self.conv, self.dtype, train)
         x = jnp.asarray(x, self.dtype)
         x, end_points = run_layers(_INCEPTION_V4, x, builder, stem="Mixed_5a")
-        if self.num_classes and self.create_aux_logits and (train or self.is_initializing()):
-            aux = AuxLogits(
-                self.num_classes,
-                builder,
-                kernel_name="Conv2d_2a",
-                logits_name="Aux_logits",
-                fully_connected=True,
-                dtype=self.dtype,
-                name="AuxLogits",
-            )(end_points["Mixed_6h"])
-            if train:
-                end_points["aux_logits"] = aux
-        logits = None
-        if self.num_classes:
-            logits = Logits(
-                self.num_classes,
-                "Logits",
-                self.dropout_rate,
-                builder,
-                fully_connected=True,
-                dtype=self.dtype,
-                name="Logits",
-            )
-        return classify(x, end_points, logits, train)
+        aux = functools.partial(
+            AuxLogits, kernel_name="Conv2d_2a", logits_name="Aux_logits", fully_connected=True
+        )
+        return classify(self, x, end_points, builder, train, "Logits", True, aux, "Mixed_6h")
 
 
 inception_v4 = functools.partial(InceptionV4)

@@ -11,10 +11,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef, classify, max_pool
 
 
 class LeNet(nn.Module):
@@ -46,13 +43,8 @@ class LeNet(nn.Module):
         x = end_points["pool2"] = max_pool(x, (2, 2), strides=(2, 2))
         x = end_points["Flatten"] = x.reshape((x.shape[0], -1))  # NHWC order, as slim.flatten
         x = end_points["fc3"] = nn.relu(dense(1024, name="fc3")(x))
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
-        x = end_points["logits"] = dense(self.num_classes, name="fc4")(x)
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
+        return head(x, end_points, self.num_classes, name="fc4")
 
 
 lenet = partial(LeNet)

@@ -14,10 +14,15 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.mobilenet_blocks import ConvBN, classify
-
-ModuleDef = Any
+from nets.layers import (
+    SLIM,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    batch_norm,
+    classify,
+    global_avg_pool,
+)
 
 # Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
 _SEPARABLE_LAYERS = (
@@ -63,15 +68,10 @@ class MobileNetV1(nn.Module):
     def __call__(self, x, train: bool = True):
         if self.depth_multiplier <= 0:
             raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
-        conv = partial(self.conv, padding="SAME", dtype=self.dtype)
-        norm = partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=0.9997,
-            epsilon=0.001,
-            dtype=self.dtype,
+        conv = partial(self.conv, dtype=self.dtype)
+        layer = partial(
+            ConvNormAct, conv=conv, norm=batch_norm(SLIM, train, self.dtype), act=nn.relu6
         )
-        layer = partial(ConvBN, conv=conv, norm=norm, act=nn.relu6)
 
         x = layer(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
         end_points = {"Conv2d_0": x, "stem": x}
@@ -86,10 +86,9 @@ class MobileNetV1(nn.Module):
 
         # Slim pools with a 7x7 VALID window (shrunk for smaller inputs): global at 224x224. We
         # always pool globally so that any input size gives `[batch, channels]` features.
-        x = jnp.mean(x, axis=(1, 2), keepdims=True)
-        end_points["AvgPool_1a"] = x
-        x = x[:, 0, 0, :]
-        return classify(x, end_points, self.num_classes, self.dropout_rate, train, self.dtype)
+        x = end_points["AvgPool_1a"] = global_avg_pool(x, keepdims=True)
+        head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
+        return head(x[:, 0, 0, :], end_points, self.num_classes, name="Logits")
 
 
 mobilenet_v1 = partial(MobileNetV1)

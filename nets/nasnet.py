@@ -23,10 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv
+from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
 from nets.nasnet_cells import AuxHead, Cell, CellSpec, slim_kernel_init
-
-ModuleDef = Any
 
 # Slim's NasNetANormalCell: outputs are every state but the previous cell's.
 NASNET_A_NORMAL = CellSpec(
@@ -98,13 +96,7 @@ class NASNet(nn.Module):
         `drop_path_progress` in [0, 1] scales drop-path (see the module docstring).
         """
         conv = partial(self.conv, use_bias=False, dtype=self.dtype, kernel_init=slim_kernel_init)
-        norm = partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=self.bn_momentum,
-            epsilon=self.bn_epsilon,
-            dtype=self.dtype,
-        )
+        norm = batch_norm(BatchNormConvention(self.bn_momentum, self.bn_epsilon), train, self.dtype)
         reductions = reduction_layers(self.num_cells, self.num_reduction_layers)
         num_stem_cells = 2 if self.stem_type == "imagenet" else 0
         separate_reductions = len(reductions) if self.reduction_cell is not None else 0
@@ -147,17 +139,17 @@ class NASNet(nn.Module):
                 aux = AuxHead(self.num_classes, conv, norm, self.dtype, name=f"aux_{i}")
                 end_points["aux_logits"] = aux(nn.relu(x))
 
-        x = jnp.mean(nn.relu(x), axis=(1, 2))
-        end_points["global_pool"] = end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dropout(1.0 - self.dense_dropout_keep_prob, deterministic=not train)(x)
-        x = nn.Dense(
-            self.num_classes, dtype=self.dtype, kernel_init=slim_kernel_init, name="final_layer"
-        )(x)
-        end_points["logits"] = x
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        x = end_points["global_pool"] = global_avg_pool(nn.relu(x))
+        return classify(
+            x,
+            end_points,
+            self.num_classes,
+            train=train,
+            dropout_rate=1.0 - self.dense_dropout_keep_prob,
+            dtype=self.dtype,
+            name="final_layer",
+            kernel_init=slim_kernel_init,
+        )
 
     def _stem(self, x, cell, conv, norm):
         """The stem's outputs, oldest first; `None` is the first cell's missing older input."""

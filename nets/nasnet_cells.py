@@ -15,12 +15,8 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets.layers import ModuleDef, avg_pool, max_pool
 
 # Slim's arg scope initialises every conv and fully connected kernel with
 # `variance_scaling_initializer(mode='FAN_OUT')`: a truncated normal of variance 2 / fan_out.
@@ -99,21 +95,6 @@ class FactorizedReduction(nn.Module):
         return self.norm(name="final_path_bn")(jnp.concatenate([path1, path2], axis=-1))
 
 
-def avg_pool_same(x: jax.Array, k: int, s: int) -> jax.Array:
-    """TF's SAME average pooling, whose windows average only the pixels inside the image.
-
-    The divisors depend on shapes alone, so numpy computes them while tracing.
-    """
-
-    def counts(n):
-        out = -(-n // s)
-        starts = np.arange(out) * s - max((out - 1) * s + k - n, 0) // 2
-        return np.minimum(starts + k, n) - np.maximum(starts, 0)
-
-    divisor = np.outer(counts(x.shape[1]), counts(x.shape[2]))[None, :, :, None]
-    return nn.pool(x, 0.0, lax.add, (k, k), (s, s), "SAME") / jnp.asarray(divisor, x.dtype)
-
-
 class Operation(nn.Module):
     """One of a combination's two branches: Slim's `_apply_conv_operation`, less drop-path."""
 
@@ -139,8 +120,8 @@ class Operation(nn.Module):
                 )
                 x = self.norm(name=f"bn_sep_{k}x{k}_{n}")(x)
         else:
-            if kind == "avg_pool":
-                x = avg_pool_same(x, k, s)
+            if kind == "avg_pool":  # TF's SAME average: the padding is not counted
+                x = avg_pool(x, k, s, "SAME", count_include_pad=False)
             else:
                 x = max_pool(x, (k, k), (s, s), padding="SAME")
             if x.shape[-1] != self.features:
@@ -233,7 +214,7 @@ class AuxHead(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        x = nn.avg_pool(x, (5, 5), (3, 3), padding="VALID")
+        x = avg_pool(x, 5, 3)
         x = nn.relu(self.norm(name="aux_bn0")(self.conv(128, (1, 1), name="proj")(x)))
         # A convolution as large as the feature map: a fully connected layer over [h, w, 128].
         x = self.conv(768, x.shape[1:3], padding="VALID", name="conv")(x)

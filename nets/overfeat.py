@@ -16,10 +16,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool, max_pool
-
-ModuleDef = Any
+from nets.layers import Conv, ModuleDef, fully_connected_head, max_pool
 
 
 class OverFeat(nn.Module):
@@ -43,7 +40,6 @@ class OverFeat(nn.Module):
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, dtype=self.dtype)
         pool = partial(max_pool, window_shape=(2, 2), strides=(2, 2))
-        dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
         end_points = {}
 
         x = conv(64, (11, 11), (4, 4), padding="VALID", name="conv1")(jnp.asarray(x, self.dtype))
@@ -56,16 +52,8 @@ class OverFeat(nn.Module):
             x = end_points[f"conv{i}"] = nn.relu(conv(width, (3, 3), name=f"conv{i}")(x))
         x = end_points["pool5"] = pool(x)  # 6
 
-        x = adaptive_avg_pool(x, (6, 6))
-        x = end_points["fc6"] = nn.relu(conv(3072, (6, 6), padding="VALID", name="fc6")(x))
-        x = end_points["fc7"] = nn.relu(conv(4096, (1, 1), name="fc7")(dropout(x)))
-        end_points["pre_logits"] = x[:, 0, 0, :]
-        if not self.num_classes:
-            return end_points["pre_logits"], end_points
-        x = conv(self.num_classes, (1, 1), name="fc8")(dropout(x))
-        x = end_points["logits"] = x[:, 0, 0, :]
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        head = partial(fully_connected_head, train=train, dropout_rate=self.dropout_rate)
+        return head(x, end_points, self.num_classes, conv, 6, (3072, 4096))
 
 
 overfeat = partial(OverFeat)

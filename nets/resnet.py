@@ -20,10 +20,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.pooling import max_pool
-
-ModuleDef = Any
+from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
 
 
 class ResNetBlock(nn.Module):
@@ -149,13 +146,7 @@ class ResNet(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)
-        norm = partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=0.9,
-            epsilon=1e-5,
-            dtype=self.dtype,
-        )
+        norm = batch_norm(TORCH, train, self.dtype)
         pre_activation = _is_pre_activation(self.block_cls)
         end_points = {}
 
@@ -184,14 +175,8 @@ class ResNet(nn.Module):
         if pre_activation:
             x = self.act(norm(name="postnorm")(x))
 
-        x = jnp.mean(x, axis=(1, 2))
-        end_points["pre_logits"] = x
-        if not self.num_classes:
-            return x, end_points
-        x = nn.Dense(self.num_classes, dtype=self.dtype)(x)
-        end_points["logits"] = x
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        x = global_avg_pool(x)
+        return classify(x, end_points, self.num_classes, train=train, dtype=self.dtype)
 
 
 class CifarResNet(ResNet):

@@ -24,10 +24,14 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.pooling import adaptive_avg_pool, max_pool
-
-ModuleDef = Any
+from nets.layers import (
+    TORCH,
+    Conv,
+    ModuleDef,
+    batch_norm,
+    fully_connected_head,
+    max_pool,
+)
 
 
 class VGG(nn.Module):
@@ -56,15 +60,7 @@ class VGG(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, dtype=self.dtype)
-        # torchvision's BatchNorm2d defaults: momentum 0.1 (a decay of 0.9), epsilon 1e-5.
-        norm = partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=0.9,
-            epsilon=1e-5,
-            dtype=self.dtype,
-        )
-        dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
+        norm = batch_norm(TORCH, train, self.dtype)  # the _bn variants are torchvision's
         end_points = {}
 
         x = jnp.asarray(x, self.dtype)
@@ -79,16 +75,9 @@ class VGG(nn.Module):
             if i == 0:
                 end_points["stem"] = x
 
-        x = adaptive_avg_pool(x, (7, 7))
-        x = end_points["fc6"] = nn.relu(conv(self.fc_width, (7, 7), padding="VALID", name="fc6")(x))
-        x = end_points["fc7"] = nn.relu(conv(self.fc_width, (1, 1), name="fc7")(dropout(x)))
-        end_points["pre_logits"] = x[:, 0, 0, :]
-        if not self.num_classes:
-            return end_points["pre_logits"], end_points
-        x = conv(self.num_classes, (1, 1), name="fc8")(dropout(x))
-        x = end_points["logits"] = x[:, 0, 0, :]
-        end_points["predictions"] = nn.softmax(x)
-        return x, end_points
+        widths = (self.fc_width, self.fc_width)
+        head = partial(fully_connected_head, train=train, dropout_rate=self.dropout_rate)
+        return head(x, end_points, self.num_classes, conv, 7, widths)
 
 
 # Configurations A, B, D, E of the paper's Table 1 (torchvision's names). Slim's vgg_a, vgg_16

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import cifarnet, summary
-from nets.pooling import adaptive_avg_pool
+import nets_summary as summary
+from nets import cifarnet
+from nets.layers import adaptive_avg_pool
 from tests.helpers import numpy_variables
 
 # torchvision's published counts at 1000 classes. VGG-16, for instance:

@@ -1,4 +1,4 @@
-"""nets.layers.Conv: XLA's numerics and flax.linen.Conv's parameters, on every path of conv_cpu."""
+"""nets.layers.Conv: XLA's numerics and flax.linen.Conv's parameters, on every CPU path."""
 
 import flax.linen as nn
 import jax
@@ -9,8 +9,8 @@ import pytest
 from jax import lax
 
 import nets_factory
-from nets import conv_cpu
 from nets.layers import Conv
+from nets.layers.cpu import conv as conv_cpu
 
 
 def relative_error(a, b):

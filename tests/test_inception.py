@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import inception_resnet_v2, inception_utils, inception_v1, inception_v2
+from nets import inception_resnet_v2, inception_utils, inception_v2
 from nets.layers import Conv
 from tests.helpers import numpy_variables
 
@@ -327,31 +327,6 @@ def test_gradient_reaches_every_parameter_of_the_blocks():
 
 
 # Building blocks, exactly, on tiny inputs.
-
-
-def test_average_pooling_leaves_same_padding_out_as_tensorflow_does():
-    pool = inception_utils.AvgPool("AvgPool_0a_3x3", 3)
-    x = jnp.arange(16.0).reshape(1, 4, 4, 1)
-    out = pool(x, None)
-    np.testing.assert_allclose(out[0, 0, 0, 0], np.mean([0, 1, 4, 5]))  # corner: 4 of 9 cells
-    np.testing.assert_allclose(out[0, 1, 1, 0], np.mean([0, 1, 2, 4, 5, 6, 8, 9, 10]))
-
-
-def test_max_pool_ceil_mode_keeps_the_partial_window():
-    x = jnp.arange(36.0).reshape(1, 6, 6, 1)
-    out = inception_v1.max_pool_ceil(x, 3, 2)
-    # PyTorch: ceil((6 - 3) / 2) + 1 = 3 windows per axis, the last covering rows/columns 4-5.
-    assert out.shape == (1, 3, 3, 1)
-    np.testing.assert_array_equal(out[0, :, :, 0], [[14, 16, 17], [26, 28, 29], [32, 34, 35]])
-    # A window may not start in the right padding: 5 -> 2 windows, not 3.
-    assert inception_v1.max_pool_ceil(jnp.zeros((1, 5, 5, 1)), 3, 2).shape == (1, 2, 2, 1)
-
-
-def test_adaptive_average_pooling_uses_pytorch_bins():
-    x = jnp.arange(14.0)[None, :, None, None] * jnp.ones((1, 14, 14, 1))
-    out = inception_v1.adaptive_avg_pool(x, 4)
-    # Bins of 14 rows into 4: [0, 4), [3, 7), [7, 11), [10, 14).
-    np.testing.assert_allclose(out[0, :, 0, 0], [1.5, 4.5, 8.5, 11.5])
 
 
 def test_separable_depthwise_kernel_is_slims_reshaped():

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import summary
-from nets.layers import Conv
-from nets.mobilenet_blocks import SqueezeExcite, make_divisible
+import nets_summary as summary
+from nets.layers import Conv, SqueezeExcite, make_divisible
 from tests.helpers import numpy_variables
 
 # Exact counts at 1000 classes (all trainable parameters, BatchNorm scale and offset included).

@@ -159,16 +159,6 @@ def test_drop_path_keep_prob_scales_with_depth(name, cells):
         assert keep[cell] == pytest.approx(1 - (position + 1) / len(keep) * (1 - p))
 
 
-def test_average_pooling_leaves_the_padding_out_as_tf_does():
-    x = jax.random.normal(jax.random.key(0), (1, 7, 6, 2))
-    for strides in (1, 2):
-        np.testing.assert_allclose(
-            nasnet_cells.avg_pool_same(x, 3, strides),
-            nn.avg_pool(x, (3, 3), (strides, strides), "SAME", count_include_pad=False),
-            rtol=1e-6,
-        )
-
-
 def test_factorized_reduction_reads_even_and_odd_pixels():
     x = jnp.arange(25.0).reshape(1, 5, 5, 1)
     module = nasnet_cells.FactorizedReduction(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import summary
+import nets_summary as summary
 from tests import variable_trees
 from tests.helpers import numpy_variables
 

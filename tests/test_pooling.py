@@ -1,11 +1,13 @@
-"""nets.pooling.max_pool: flax.linen.max_pool's values and XLA's gradient, ties included."""
+"""nets.layers pooling: flax.linen's values and XLA's gradient for max pooling, ties included;
+TensorFlow's, PyTorch's and ceil-mode padding conventions, exactly, on tiny inputs."""
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nets.pooling import max_pool
+from nets.layers import avg_pool, max_pool
 
 # (input shape, window, strides, padding): ResNet's stem, VGG/LeNet, AlexNet, Inception's
 # ceil-mode pads, NASNet's stride-1 SAME.
@@ -41,7 +43,41 @@ def test_values_and_gradient_are_flax_linen_max_pool(shape, window, strides, pad
 
 def test_bad_arguments_are_named():
     x = np.zeros((1, 4, 4, 2), np.float32)
-    with pytest.raises(ValueError, match=r"padding must be 'SAME', 'VALID' or pairs, got 'FULL'"):
+    with pytest.raises(
+        ValueError, match=r"padding must be 'SAME', 'VALID', an int or pairs, got 'FULL'"
+    ):
         max_pool(x, (2, 2), (2, 2), "FULL")
-    with pytest.raises(ValueError, match=r"got input \(4, 4, 2\)"):
+    with pytest.raises(ValueError, match=r"\[batch, height, width, channels\], got \(4, 4, 2\)"):
         max_pool(x[0], (2, 2), (2, 2))
+    with pytest.raises(ValueError, match=r"window_shape needs one or two entries, got \(2, 2, 2\)"):
+        avg_pool(x, (2, 2, 2))
+
+
+def test_average_pooling_leaves_same_padding_out_as_tensorflow_does():
+    x = jnp.arange(16.0).reshape(1, 4, 4, 1)
+    out = avg_pool(x, 3, 1, "SAME", count_include_pad=False)
+    np.testing.assert_allclose(out[0, 0, 0, 0], np.mean([0, 1, 4, 5]))  # corner: 4 of 9 cells
+    np.testing.assert_allclose(out[0, 1, 1, 0], np.mean([0, 1, 2, 4, 5, 6, 8, 9, 10]))
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("strides, padding", [(1, "SAME"), (2, "SAME"), (3, "VALID"), (2, 1)])
+def test_average_pooling_is_flax_linens(strides, padding, count_include_pad):
+    x = jax.random.normal(jax.random.key(0), (1, 7, 6, 2))
+    flax_padding = ((padding, padding),) * 2 if isinstance(padding, int) else padding
+    np.testing.assert_allclose(
+        avg_pool(x, 3, strides, padding, count_include_pad),
+        nn.avg_pool(x, (3, 3), (strides,) * 2, flax_padding, count_include_pad),
+        rtol=1e-6,
+    )
+
+
+def test_max_pool_ceil_mode_keeps_the_partial_window():
+    x = jnp.arange(36.0).reshape(1, 6, 6, 1)
+    out = max_pool(x, 3, 2, ceil_mode=True)
+    # PyTorch: ceil((6 - 3) / 2) + 1 = 3 windows per axis, the last covering rows/columns 4-5.
+    assert out.shape == (1, 3, 3, 1)
+    np.testing.assert_array_equal(out[0, :, :, 0], [[14, 16, 17], [26, 28, 29], [32, 34, 35]])
+    # A window may not start in the right padding: 5 -> 2 windows, not 3.
+    assert max_pool(jnp.zeros((1, 5, 5, 1)), 3, 2, 0, ceil_mode=True).shape == (1, 2, 2, 1)
+    assert max_pool(jnp.zeros((1, 6, 6, 1)), 2, 2, 1, ceil_mode=True).shape == (1, 4, 4, 1)

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import pytest
 
 import nets_factory
-from nets import resnet, summary
+import nets_summary as summary
+from nets import resnet
 
 # torchvision's published counts at 1000 classes. ResNet-50, for instance:
 #   stem 7*7*3*64 + 2*64                                                    =      9,536

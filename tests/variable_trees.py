@@ -3,8 +3,9 @@
 A checkpoint restores only into the tree it was saved from, so a refactoring of `nets/` must leave
 every registered network's tree exactly as it was. `variable_trees.txt` holds one section per
 distinct constructor (aliases share their partial): the nested collections and modules, one name
-a line, indented; a module that holds only arrays is one line, `name: kernel(3,3,64,64) bias(64)`. Siblings whose subtrees are identical are folded into
-`name = sibling`, so a stage of 36 equal blocks costs 36 lines, not 36 subtrees.
+a line, indented; a module that holds only arrays is one line, `name: bias(64) kernel(3,3,64,64)`.
+Siblings whose subtrees are identical are folded into `name = sibling`, so a stage of 36 equal
+blocks costs 36 lines, not 36 subtrees.
 
 To rewrite the snapshot after an intended change of a tree: `python -m tests.variable_trees`.
 """

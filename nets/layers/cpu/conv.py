@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from nets import windows
+from nets.layers.cpu import windows
+from nets.layers.padding import Pads, output_size
 
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
 _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
@@ -52,7 +53,7 @@ def conv2d(
     x: jax.Array,
     w: jax.Array,
     strides: tuple[int, int],
-    padding: windows.Padding,
+    padding: Pads,
     feature_group_count: int = 1,
     precision: lax.PrecisionLike = None,
 ) -> jax.Array:
@@ -114,10 +115,10 @@ def _method(x_shape, w_shape, strides, padding, groups) -> str:
 
 
 def _out_size(x_shape, w_shape, strides, padding) -> tuple[int, int]:
-    (pt, pb), (pl, pr) = padding
-    ho = (x_shape[1] + pt + pb - w_shape[0]) // strides[0] + 1
-    wo = (x_shape[2] + pl + pr - w_shape[1]) // strides[1] + 1
-    return ho, wo
+    return tuple(
+        output_size(n, k, s, p)
+        for n, k, s, p in zip(x_shape[1:3], w_shape[:2], strides, padding, strict=True)
+    )
 
 
 # im2col, matrix products, XLA's own convolution.

@@ -1,9 +1,9 @@
-"""Layers every network family injects, defined once so each has one place to change.
+"""The convolution every network family injects.
 
 `Conv` keeps the parameter tree of `flax.linen.Conv` (`kernel` in HWIO layout, `bias`), its
 initialisers and its auto-name (`Conv_0`, ...), so a checkpoint does not care which
-implementation ran. On CPU it runs `nets.conv_cpu.conv2d`, a convolution with its own gradient
-that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px, see the README).
+implementation ran. On CPU it runs `nets.layers.cpu.conv.conv2d`, a convolution with its own
+gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px, see the README).
 """
 
 from collections.abc import Sequence
@@ -15,9 +15,11 @@ import jax.numpy as jnp
 from flax.linen.dtypes import promote_dtype
 from jax import lax
 
-from nets import conv_cpu
+from nets.layers import padding as pad
+from nets.layers.cpu import conv as cpu_conv
 
 Impl = Literal["auto", "xla", "cpu_fast"]
+ModuleDef = Any  # a flax Module class, or a partial of one: what families inject
 
 
 class Conv(nn.Module):
@@ -27,11 +29,11 @@ class Conv(nn.Module):
     `[kh, kw, in_features // feature_group_count, features]`.
 
     `impl` picks the implementation: `'xla'` is `lax.conv_general_dilated`, exactly what
-    `flax.linen.Conv` runs; `'cpu_fast'` is `conv_cpu.conv2d`; `'auto'` takes `'cpu_fast'` when
-    JAX's default backend is CPU and `'xla'` otherwise (on GPU/TPU XLA's own convolutions go to
-    cuDNN or the TPU's convolution units; the fast CPU path has not been measured there). Dilated
-    convolutions always take `'xla'`. To force a path for a whole network, inject it:
-    `get_network_fn('resnet18', 10, conv=partial(Conv, impl='xla'))`.
+    `flax.linen.Conv` runs; `'cpu_fast'` is `nets.layers.cpu.conv.conv2d`; `'auto'` takes
+    `'cpu_fast'` when JAX's default backend is CPU and `'xla'` otherwise (on GPU/TPU XLA's own
+    convolutions go to cuDNN or the TPU's convolution units; the fast CPU path has not been
+    measured there). Dilated convolutions always take `'xla'`. To force a path for a whole
+    network, inject it: `get_network_fn('resnet18', 10, conv=partial(Conv, impl='xla'))`.
     """
 
     features: int
@@ -52,7 +54,9 @@ class Conv(nn.Module):
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
         """`[batch, height, width, in_features]` -> `[batch, out_h, out_w, features]`."""
-        kernel_size = _pair(self.kernel_size, "kernel_size")
+        if isinstance(self.kernel_size, int):  # flax.linen.Conv would read it as 1-D
+            raise ValueError(f"Conv is 2-D: kernel_size needs two entries, got {self.kernel_size}")
+        kernel_size = pad.pair(self.kernel_size, "kernel_size")
         if inputs.ndim != 4:
             raise ValueError(f"Conv expects [batch, height, width, channels], got {inputs.shape}")
         in_features = inputs.shape[-1]
@@ -67,17 +71,14 @@ class Conv(nn.Module):
             bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype)
         inputs, kernel, bias = promote_dtype(inputs, kernel, bias, dtype=self.dtype)
 
-        strides = _pair(self.strides, "strides")
-        input_dilation = _pair(self.input_dilation, "input_dilation")
-        kernel_dilation = _pair(self.kernel_dilation, "kernel_dilation")
-        padding = _lax_padding(self.padding)
-        if isinstance(padding, str):
-            padding = lax.padtype_to_pads(inputs.shape[1:3], kernel_size, strides, padding)
-        padding = tuple(tuple(pair) for pair in padding)
+        strides = pad.pair(self.strides, "strides")
+        input_dilation = pad.pair(self.input_dilation, "input_dilation")
+        kernel_dilation = pad.pair(self.kernel_dilation, "kernel_dilation")
+        padding = pad.pads(self.padding, inputs.shape[1:3], kernel_size, strides)
         # Dilated or cropping (negative padding) convolutions are rare: XLA's own runs them.
         plain = input_dilation == kernel_dilation == (1, 1) and min(sum(padding, ())) >= 0
         if self._resolved_impl() == "cpu_fast" and plain:
-            y = conv_cpu.conv2d(
+            y = cpu_conv.conv2d(
                 inputs, kernel, strides, padding, self.feature_group_count, self.precision
             )
         else:
@@ -85,7 +86,7 @@ class Conv(nn.Module):
                 inputs,
                 kernel,
                 strides,
-                _lax_padding(self.padding),
+                _lax_padding(self.padding, padding),
                 lhs_dilation=input_dilation,
                 rhs_dilation=kernel_dilation,
                 dimension_numbers=("NHWC", "HWIO", "NHWC"),
@@ -104,24 +105,9 @@ class Conv(nn.Module):
         return self.impl
 
 
-def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
-    if isinstance(value, int):  # flax.linen.Conv would read an int kernel_size as 1-D
-        value = (value, value) if name != "kernel_size" else (value,)
-    value = tuple(value)
-    if len(value) != 2:
-        raise ValueError(f"Conv is 2-D: {name} needs two entries, got {value}")
-    return value
-
-
-def _lax_padding(padding) -> str | tuple[tuple[int, int], ...]:
-    """flax.linen.Conv's padding forms ('SAME', 'VALID', int, ints or pairs) as lax takes them."""
+def _lax_padding(padding: pad.PaddingLike, pads: pad.Pads) -> str | pad.Pads:
+    """What XLA's own convolution is given: its own 'SAME'/'VALID' (which depend on the dilation
+    that `pads` does not see), or the explicit pads."""
     if isinstance(padding, str):
-        if padding.upper() not in ("SAME", "VALID"):
-            raise ValueError(f"Conv supports 'SAME', 'VALID' or explicit padding, got {padding!r}")
         return padding.upper()
-    if isinstance(padding, int):
-        return ((padding, padding),) * 2
-    pairs = tuple((p, p) if isinstance(p, int) else tuple(p) for p in padding)
-    if len(pairs) != 2:
-        raise ValueError(f"Conv is 2-D: padding needs two entries, got {padding}")
-    return pairs
+    return pads

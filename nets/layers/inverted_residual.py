@@ -1,10 +1,9 @@
-"""Layers the MobileNet files share, as TF-Slim's `nets/mobilenet/conv_blocks.py` defines them.
+"""The inverted-residual bottleneck and its squeeze-excite gate, as TF-Slim's
+`nets/mobilenet/conv_blocks.py` defines them (MobileNet V2, V3, EdgeTPU; EfficientNet's MBConv).
 
 - `make_divisible`: Slim's channel rounding (MobileNet V2/V3 and every depth multiplier there).
-- `ConvBN`: Slim's `conv2d` with `normalizer_fn=batch_norm` (V1, V2, V3 all build from it).
-- `classify`: the head every MobileNet ends with (dropout, then the `Logits` layer).
-- `SqueezeExcite`, `ExpandedConv`: the inverted-residual bottleneck of V2 (Sandler et al. 2018,
-  arXiv:1801.04381) with V3's squeeze-excite and fused variants (Howard et al. 2019,
+- `SqueezeExcite`, `InvertedResidual`: the inverted-residual bottleneck of V2 (Sandler et al.
+  2018, arXiv:1801.04381) with V3's squeeze-excite and fused variants (Howard et al. 2019,
   arXiv:1905.02244).
 
 Submodules carry Slim's scope names (`expand`, `depthwise`, `squeeze_excite`, `project`), so a
@@ -13,12 +12,13 @@ parameter path reads like the checkpoint variable it corresponds to.
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import flax.linen as nn
-import jax.numpy as jnp
+import jax
 
-ModuleDef = Any
+from nets.layers.conv import ModuleDef
+from nets.layers.conv_norm_act import ConvNormAct
+from nets.layers.pooling import global_avg_pool
 
 
 def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
@@ -29,53 +29,6 @@ def make_divisible(value: float, divisor: int = 8, min_value: int | None = None)
     if rounded < 0.9 * value:
         rounded += divisor
     return rounded
-
-
-def classify(x, end_points: dict, num_classes: int | None, dropout_rate: float, train: bool, dtype):
-    """Records `pre_logits` (`[batch, channels]`), then dropout and the `Logits` dense layer.
-
-    Called from a network's compact `__call__`, whose scope the `Logits` layer joins. Returns the
-    network's output: the logits, or the features when `num_classes` is 0 or None.
-    """
-    end_points["pre_logits"] = x
-    if not num_classes:
-        return x, end_points
-    x = nn.Dropout(dropout_rate, deterministic=not train)(x)
-    x = nn.Dense(num_classes, dtype=dtype, name="Logits")(x)
-    end_points["logits"] = x
-    end_points["predictions"] = nn.softmax(x)
-    return x, end_points
-
-
-class ConvBN(nn.Module):
-    """Convolution, BatchNorm, activation: Slim's `conv2d` under a `batch_norm` normalizer.
-
-    `norm=None` gives a biased convolution without BatchNorm (Slim's `normalizer_fn=None`);
-    `groups=channels` a depthwise one. Parameters: `conv` (`kernel`, and `bias` without BN), `bn`.
-    """
-
-    filters: int
-    kernel_size: int
-    conv: ModuleDef
-    norm: ModuleDef | None
-    act: Callable | None = None
-    strides: int = 1
-    groups: int = 1
-
-    @nn.compact
-    def __call__(self, x):
-        k, s = self.kernel_size, self.strides
-        x = self.conv(
-            self.filters,
-            (k, k),
-            (s, s),
-            feature_group_count=self.groups,
-            use_bias=self.norm is None,
-            name="conv",
-        )(x)
-        if self.norm is not None:
-            x = self.norm(name="bn")(x)
-        return x if self.act is None else self.act(x)
 
 
 class SqueezeExcite(nn.Module):
@@ -90,16 +43,16 @@ class SqueezeExcite(nn.Module):
     squeeze_factor: int = 4
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
         squeeze = make_divisible(channels / self.squeeze_factor, 8)
-        gate = jnp.mean(x, axis=(1, 2), keepdims=True)
+        gate = global_avg_pool(x, keepdims=True)
         gate = nn.relu(self.conv(squeeze, (1, 1), use_bias=True, name="Conv")(gate))
         gate = nn.hard_sigmoid(self.conv(channels, (1, 1), use_bias=True, name="Conv_1")(gate))
         return x * gate
 
 
-class ExpandedConv(nn.Module):
+class InvertedResidual(nn.Module):
     """Slim's `expanded_conv`: 1x1 expansion -> kxk depthwise -> (squeeze-excite) -> 1x1 linear
     projection, plus the input when the stride is 1 and the widths agree.
 
@@ -121,10 +74,10 @@ class ExpandedConv(nn.Module):
     residual: bool = True
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x: jax.Array) -> jax.Array:
         inputs, channels = x, x.shape[-1]
         inner = make_divisible(channels * self.expansion, 8)
-        layer = partial(ConvBN, conv=self.conv, norm=self.norm)
+        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm)
         k, s = self.kernel_size, self.strides
         if inner > channels:
             if self.fused:

@@ -1,7 +1,11 @@
-"""MobileNet V3 and MobileNet EdgeTPU, as TF-Slim's `nets/mobilenet/mobilenet_v3.py` builds them.
+"""MobileNet V2, V3 and EdgeTPU: TF-Slim's `nets/mobilenet/`, one builder and three tables.
 
+- MobileNet V2: Sandler et al. 2018, "MobileNetV2: Inverted Residuals and Linear Bottlenecks"
+  (arXiv:1801.04381), Slim's `V2_DEF`: a 3x3 stride-2 convolution to 32 channels, 17
+  inverted-residual bottlenecks (expansion 6, linear projection), a 1x1 convolution to 1280, all
+  with ReLU6; average pooling, dropout and the logits.
 - MobileNet V3: Howard et al. 2019, "Searching for MobileNetV3" (arXiv:1905.02244): inverted
-  residuals (`mobilenet_blocks.ExpandedConv`) with squeeze-excite gated by a hard sigmoid,
+  residuals (`nets.layers.InvertedResidual`) with squeeze-excite gated by a hard sigmoid,
   hard-swish in the later layers, and a head that pools before its last 1x1 convolution: conv to
   960 (Large) / 576 (Small) with BatchNorm, average pool, biased conv to 1280 / 1024 without
   BatchNorm, dropout, logits.
@@ -13,7 +17,8 @@
 
 BatchNorm: decay 0.997, epsilon 0.001 (Slim's mobilenet training_scope). Widths scale with
 `make_divisible(width * depth_multiplier, 8)`; expansion widths follow from the input width, and
-`finegrain_classification_mode` keeps the network's last convolution unscaled. Parameter paths
+`finegrain_classification_mode` keeps the network's last convolution unscaled when the multiplier
+is below 1 (Slim sets it for `mobilenet_v2_035`). Parameter paths
 and end_points follow Slim's scopes: `Conv`, `expanded_conv`, `expanded_conv_1`, ..., `Conv_1`,
 `Conv_2`, `Logits`; `layer_1` (stem) ... `layer_N`, `global_pool`.
 
@@ -23,28 +28,35 @@ come out as torchvision's listed ones, and torchvision's `Linear(960, 1280)` cla
 the parameters of Slim's biased 1x1 `Conv_2`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import Conv
-from nets.mobilenet_blocks import ConvBN, ExpandedConv, classify, make_divisible
-
-ModuleDef = Any
+from nets.layers import (
+    SLIM_MOBILENET,
+    Conv,
+    ConvNormAct,
+    InvertedResidual,
+    ModuleDef,
+    batch_norm,
+    classify,
+    global_avg_pool,
+    make_divisible,
+)
 
 
 class BlockDef(NamedTuple):
-    """One `expanded_conv`: Slim's `mbv3_op(ef, n, k, s, act, se)` / `mbv3_fused`."""
+    """One `expanded_conv`: Slim's `mbv3_op(ef, n, k, s, act, se)` / `mbv3_fused` / V2's `op`."""
 
     expansion: float
     filters: int
     kernel_size: int
     strides: int = 1
     se: bool = False  # squeeze-excite after the depthwise convolution
-    hswish: bool = False  # hard-swish instead of ReLU inside the block
+    hswish: bool = False  # hard-swish instead of the network's `act` inside the block
     fused: bool = False
     residual: bool = True
 
@@ -54,6 +66,23 @@ def minimalistic(blocks: Sequence[BlockDef]) -> tuple[BlockDef, ...]:
     return tuple(b._replace(se=False, hswish=False, kernel_size=3) for b in blocks)
 
 
+def expand(table: Sequence[tuple[float, int, int, int]]) -> tuple[BlockDef, ...]:
+    """The paper's `(t, c, n, s)` rows (expansion, channels, repeats, first stride) as blocks."""
+    return tuple(BlockDef(t, c, 3, s if i == 0 else 1) for t, c, n, s in table for i in range(n))
+
+
+# V2: the paper's Table 2 after the stem.
+V2 = expand(
+    (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )
+)
 V3_LARGE = (
     BlockDef(1, 16, 3),
     BlockDef(4, 24, 3, 2),
@@ -110,8 +139,8 @@ V3_EDGETPU = (
 )
 
 
-class MobileNetV3(nn.Module):
-    """MobileNet V3 / EdgeTPU for 224x224 images.
+class MobileNet(nn.Module):
+    """MobileNet V2 / V3 / EdgeTPU for 224x224 images.
 
     Layers: a 3x3 stride-2 stem conv (`stem_filters`), the `blocks`, a 1x1 conv with BatchNorm to
     `head_filters`, global average pooling, then (V3 only) a biased 1x1 conv without BatchNorm to
@@ -125,9 +154,10 @@ class MobileNetV3(nn.Module):
 
     blocks: Sequence[BlockDef]
     head_filters: int
-    last_filters: int | None  # None: no conv after the pool (EdgeTPU)
+    last_filters: int | None  # None: no conv after the pool (V2, EdgeTPU)
     stem_filters: int = 16
     hard_swish: bool = True  # in the stem and head convolutions; blocks choose their own
+    act: Callable = nn.relu  # where there is no hard-swish (V2: ReLU6)
     num_classes: int | None = 1000
     depth_multiplier: float = 1.0
     finegrain_classification_mode: bool = False
@@ -140,23 +170,19 @@ class MobileNetV3(nn.Module):
         return make_divisible(channels * self.depth_multiplier, 8)
 
     def last_width(self, channels: int) -> int:
-        """The network's last convolution: unscaled in finegrain classification mode."""
-        return channels if self.finegrain_classification_mode else self.depth(channels)
+        """The network's last convolution: unscaled in finegrain mode below multiplier 1."""
+        if self.finegrain_classification_mode and self.depth_multiplier < 1:
+            return self.depth(channels / self.depth_multiplier)
+        return self.depth(channels)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
         if self.depth_multiplier <= 0:
             raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
-        conv = partial(self.conv, padding="SAME", dtype=self.dtype)
-        norm = partial(
-            nn.BatchNorm,
-            use_running_average=not train,
-            momentum=0.997,
-            epsilon=0.001,
-            dtype=self.dtype,
-        )
-        act = nn.hard_swish if self.hard_swish else nn.relu
-        layer = partial(ConvBN, conv=conv, norm=norm, act=act)
+        conv = partial(self.conv, dtype=self.dtype)
+        norm = batch_norm(SLIM_MOBILENET, train, self.dtype)
+        act = nn.hard_swish if self.hard_swish else self.act
+        layer = partial(ConvNormAct, conv=conv, norm=norm, act=act)
         # Slim's finegrain mode exempts the last op of the spec from the multiplier.
         if self.last_filters:
             head, last = self.depth(self.head_filters), self.last_width(self.last_filters)
@@ -169,12 +195,12 @@ class MobileNetV3(nn.Module):
         end_points = {"layer_1": x, "stem": x}
         n = len(self.blocks)
         for i, b in enumerate(self.blocks):
-            x = ExpandedConv(
+            x = InvertedResidual(
                 self.depth(b.filters),
                 b.expansion,
                 conv=conv,
                 norm=norm,
-                act=nn.hard_swish if b.hswish else nn.relu,
+                act=nn.hard_swish if b.hswish else self.act,
                 kernel_size=b.kernel_size,
                 strides=b.strides,
                 squeeze_excite=b.se,
@@ -186,21 +212,33 @@ class MobileNetV3(nn.Module):
         x = layer(head, 1, name="Conv_1")(x)
         end_points[f"layer_{n + 2}"] = x
 
-        x = jnp.mean(x, axis=(1, 2), keepdims=True)
+        x = global_avg_pool(x, keepdims=True)
         if last:  # in Slim's V3 specs the pool and this conv are layers of their own
             end_points[f"layer_{n + 3}"] = x
             x = layer(last, 1, norm=None, name="Conv_2")(x)
             end_points[f"layer_{n + 4}"] = x
         end_points["global_pool"] = x
-        x = x[:, 0, 0, :]
-        return classify(x, end_points, self.num_classes, self.dropout_rate, train, self.dtype)
+        head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
+        return head(x[:, 0, 0, :], end_points, self.num_classes, name="Logits")
 
 
 V3_LARGE_MINIMALISTIC = minimalistic(V3_LARGE)
 V3_SMALL_MINIMALISTIC = minimalistic(V3_SMALL)
 
-mobilenet_v3_large = partial(MobileNetV3, blocks=V3_LARGE, head_filters=960, last_filters=1280)
-mobilenet_v3_small = partial(MobileNetV3, blocks=V3_SMALL, head_filters=576, last_filters=1024)
+mobilenet_v2 = partial(
+    MobileNet,
+    blocks=V2,
+    head_filters=1280,
+    last_filters=None,
+    stem_filters=32,
+    hard_swish=False,
+    act=nn.relu6,
+)
+mobilenet_v2_140 = partial(mobilenet_v2, depth_multiplier=1.4)
+mobilenet_v2_035 = partial(mobilenet_v2, depth_multiplier=0.35, finegrain_classification_mode=True)
+
+mobilenet_v3_large = partial(MobileNet, blocks=V3_LARGE, head_filters=960, last_filters=1280)
+mobilenet_v3_small = partial(MobileNet, blocks=V3_SMALL, head_filters=576, last_filters=1024)
 mobilenet_v3_large_minimalistic = partial(
     mobilenet_v3_large, blocks=V3_LARGE_MINIMALISTIC, hard_swish=False
 )
@@ -208,7 +246,7 @@ mobilenet_v3_small_minimalistic = partial(
     mobilenet_v3_small, blocks=V3_SMALL_MINIMALISTIC, hard_swish=False
 )
 mobilenet_edgetpu = partial(
-    MobileNetV3,
+    MobileNet,
     blocks=V3_EDGETPU,
     head_filters=1280,
     last_filters=None,

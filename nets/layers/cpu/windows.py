@@ -3,8 +3,8 @@
 A convolution or a pooling layer with a `kh x kw` window reads, for each window offset, one
 strided view of the padded input (`window_slices`). The adjoint (`col2im`) places each view's
 gradient back where it was read from. XLA fuses both into plain loops, which XLA:CPU runs far
-faster than its own windowed gradients; `conv_cpu` and `pooling` build their gradients from them.
-Layouts are NHWC; `padding` is explicit `((top, bottom), (left, right))`.
+faster than its own windowed gradients; the CPU convolution and max pool build their gradients
+from them. Layouts are NHWC; `padding` is explicit `((top, bottom), (left, right))`.
 """
 
 from collections.abc import Sequence
@@ -13,10 +13,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-Padding = tuple[tuple[int, int], tuple[int, int]]
+from nets.layers.padding import Pads
 
 
-def pad(x: jax.Array, padding: Padding, value: float = 0.0) -> jax.Array:
+def pad(x: jax.Array, padding: Pads, value: float = 0.0) -> jax.Array:
     """`x` `[n, h, w, c]` padded spatially with `value`."""
     (pt, pb), (pl, pr) = padding
     fill = jnp.asarray(value, x.dtype)
@@ -42,7 +42,7 @@ def col2im(
     window: tuple[int, int],
     in_size: tuple[int, int],
     strides: tuple[int, int],
-    padding: Padding,
+    padding: Pads,
 ) -> jax.Array:
     """Adjoint of `window_slices`, cropped to the unpadded input: `[n, h, w, c]`.
 

@@ -1,0 +1,48 @@
+"""The layers every network family builds from, each defined once.
+
+- `Conv`: `flax.linen.Conv`'s fields and parameters, with a fast CPU path (`nets.layers.cpu`).
+- `ConvNormAct`: convolution, normalisation, activation, with the family's parameter names.
+- `batch_norm` and its conventions (`TORCH`, `SLIM`, ...): BatchNorm as each library sets it.
+- pooling: `max_pool`, `avg_pool`, `adaptive_avg_pool`, `global_avg_pool`; padding conventions
+  ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
+- `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
+- `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block.
+"""
+
+from nets.layers.classifier import EndPoints, classify, fully_connected_head
+from nets.layers.conv import Conv, ModuleDef
+from nets.layers.conv_norm_act import ConvNormAct
+from nets.layers.inverted_residual import InvertedResidual, SqueezeExcite, make_divisible
+from nets.layers.norm import (
+    SLIM,
+    SLIM_INCEPTION,
+    SLIM_MOBILENET,
+    TORCH,
+    TORCH_INCEPTION,
+    BatchNormConvention,
+    batch_norm,
+)
+from nets.layers.pooling import adaptive_avg_pool, avg_pool, global_avg_pool, max_pool
+
+__all__ = [
+    "SLIM",
+    "SLIM_INCEPTION",
+    "SLIM_MOBILENET",
+    "TORCH",
+    "TORCH_INCEPTION",
+    "BatchNormConvention",
+    "Conv",
+    "ConvNormAct",
+    "EndPoints",
+    "InvertedResidual",
+    "ModuleDef",
+    "SqueezeExcite",
+    "adaptive_avg_pool",
+    "avg_pool",
+    "batch_norm",
+    "classify",
+    "fully_connected_head",
+    "global_avg_pool",
+    "make_divisible",
+    "max_pool",
+]

@@ -14,21 +14,20 @@ import functools
 from typing import Any, ClassVar
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from nets.inception_utils import (
+    V3_STEM,
     AuxLogits,
     AvgPool,
     Builder,
     Conv2d,
     MaxPool,
     Mixed,
+    SlimInception,
     classify,
     concat_branches,
-    run_layers,
-    slim_builder,
 )
-from nets.layers import Conv, ModuleDef
+from nets.layers import ModuleDef
 
 
 class ResidualBlock(nn.Module):
@@ -89,15 +88,9 @@ _BLOCK8 = (  # 8x8, 2080 channels
     ),
 )
 
-# Slim's inception_resnet_v2_base up to Mixed_5b (VALID padding where marked).
+# Slim's inception_resnet_v2_base up to Mixed_5b: Inception v3's stem, then a 35x35 block.
 _STEM = (
-    Conv2d("Conv2d_1a_3x3", 32, 3, stride=2, padding="VALID"),
-    Conv2d("Conv2d_2a_3x3", 32, 3, padding="VALID"),
-    Conv2d("Conv2d_2b_3x3", 64, 3),
-    MaxPool("MaxPool_3a_3x3", 3, stride=2, padding="VALID"),
-    Conv2d("Conv2d_3b_1x1", 80, 1, padding="VALID"),
-    Conv2d("Conv2d_4a_3x3", 192, 3, padding="VALID"),
-    MaxPool("MaxPool_5a_3x3", 3, stride=2, padding="VALID"),
+    *V3_STEM,
     Mixed(
         "Mixed_5b",
         (
@@ -146,8 +139,12 @@ _MIXED_7A = Mixed(
     ),
 )
 
+_AUX = functools.partial(
+    AuxLogits, kernel_name="Conv2d_2a_5x5", logits_name="Logits", fully_connected=True
+)
 
-class InceptionResnetV2(nn.Module):
+
+class InceptionResnetV2(SlimInception):
     """Slim's Inception-ResNet-v2, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_5b`,
@@ -161,16 +158,12 @@ class InceptionResnetV2(nn.Module):
 
     default_image_size: ClassVar[int] = 299
 
-    num_classes: int | None = 1000
-    dropout_rate: float = 0.2
     create_aux_logits: bool = True
-    dtype: Any = jnp.float32
-    conv: ModuleDef = Conv
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        b = slim_builder(self.conv, self.dtype, train)
-        x, end_points = run_layers(_STEM, jnp.asarray(x, self.dtype), b, stem="MaxPool_5a_3x3")
+        b = self.builder(train)
+        x, end_points = self.run(_STEM, x, b, stem="MaxPool_5a_3x3")
 
         def record(name, y):
             end_points[name] = y
@@ -187,10 +180,7 @@ class InceptionResnetV2(nn.Module):
         x = ResidualBlock(_BLOCK8, b, activate=False, name="Block8")(x)
         x = record("Conv2d_7b_1x1", Conv2d("Conv2d_7b_1x1", 1536, 1)(x, b))
 
-        aux = functools.partial(
-            AuxLogits, kernel_name="Conv2d_2a_5x5", logits_name="Logits", fully_connected=True
-        )
-        return classify(self, x, end_points, b, train, "Logits", True, aux, "PreAuxLogits")
+        return classify(self, x, end_points, b, train, "Logits", True, _AUX, "PreAuxLogits")
 
 
 inception_resnet_v2 = functools.partial(InceptionResnetV2)

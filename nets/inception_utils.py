@@ -26,7 +26,15 @@ import jax
 import jax.numpy as jnp
 
 from nets import layers
-from nets.layers import SLIM_INCEPTION, ConvNormAct, ModuleDef, avg_pool, batch_norm, max_pool
+from nets.layers import (
+    SLIM_INCEPTION,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    avg_pool,
+    batch_norm,
+    max_pool,
+)
 from nets.layers.padding import pair
 
 # Slim's inception_arg_scope initialises convolutions with `variance_scaling_initializer()`: He
@@ -90,7 +98,7 @@ def slim_builder(
 
 @dataclasses.dataclass(frozen=True)
 class Conv2d:
-    """A `ConvBN` of `builder.depth(features)` channels named `name`; `padding` as flax takes it."""
+    """A `ConvNormAct` of `builder.depth(features)` channels named `name`; any padding form."""
 
     name: str
     features: int
@@ -120,14 +128,8 @@ class MaxPool:
         return max_pool(x, self.window, self.stride, self.padding)
 
 
-@dataclasses.dataclass(frozen=True)
-class AvgPool:
+class AvgPool(MaxPool):
     """Average pooling as TensorFlow computes it: SAME padding is left out of each average."""
-
-    name: str
-    window: int
-    stride: int = 1
-    padding: str = "SAME"
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
         del builder
@@ -202,7 +204,7 @@ def run_layers(
 class AuxLogits(nn.Module):
     """Slim's auxiliary classifier on the 17x17 map (Inception v3, v4, Inception-ResNet-v2).
 
-    5x5 average pooling with stride 3 (VALID), a 1x1 `ConvBN` to 128 channels, a VALID `ConvBN` to
+    5x5 average pooling with stride 3 (VALID), a 1x1 `Conv2d` to 128 channels, a VALID `Conv2d` to
     768 channels whose kernel covers the remaining map (capped at `max_kernel`, Slim's
     `_reduced_kernel_size_for_small_input` in v3), then the class layer. At the default image size
     the map is 5x5 and the result 1x1; any larger map left is averaged away.
@@ -230,8 +232,76 @@ class AuxLogits(nn.Module):
         return jnp.mean(x, axis=(1, 2))
 
 
+class SlimInception(nn.Module):
+    """The fields and arg scope Slim's Inception networks share; each adds its layer tables."""
+
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.2  # Slim's dropout_keep_prob=0.8, before the logits
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    def builder(self, train: bool) -> Builder:
+        return slim_builder(self.conv, self.dtype, train)
+
+    def run(
+        self, table: tuple, x: jax.Array, builder: Builder, stem: str
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """`run_layers` on the images, cast to the computation dtype."""
+        return run_layers(table, jnp.asarray(x, self.dtype), builder, stem)
+
+    def forward(
+        self, table: tuple, x: jax.Array, train: bool, stem: str, *head: Any
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """The whole network when it is one table: `run`, then `classify(..., *head)`."""
+        builder = self.builder(train)
+        x, end_points = self.run(table, x, builder, stem)
+        return classify(self, x, end_points, builder, train, *head)
+
+
+class ThinnableInception(SlimInception):
+    """Slim's Inception v2/v3 `depth_multiplier` and `min_depth`, thinning every convolution."""
+
+    depth_multiplier: float = 1.0
+    min_depth: int = 16
+
+    def builder(self, train: bool) -> Builder:
+        depth = depth_fn(self.depth_multiplier, self.min_depth)
+        return slim_builder(self.conv, self.dtype, train, depth)
+
+
+def reduction_b(widths: tuple[int, int, int, int, int, int]) -> tuple[tuple[Any, ...], ...]:
+    """The 17x17 -> 8x8 block (v3's `Mixed_7a`, v4's Reduction-B): 1x1-3x3/2 | 1x1-1x7-7x1-3x3/2
+    | max pool 3x3/2, strided layers VALID; `widths` of the six convolutions in that order."""
+    w0a, w0b, w1a, w1b, w1c, w1d = widths
+    return (
+        (
+            Conv2d("Conv2d_0a_1x1", w0a, 1),
+            Conv2d("Conv2d_1a_3x3", w0b, 3, stride=2, padding="VALID"),
+        ),
+        (
+            Conv2d("Conv2d_0a_1x1", w1a, 1),
+            Conv2d("Conv2d_0b_1x7", w1b, (1, 7)),
+            Conv2d("Conv2d_0c_7x1", w1c, (7, 1)),
+            Conv2d("Conv2d_1a_3x3", w1d, 3, stride=2, padding="VALID"),
+        ),
+        (MaxPool("MaxPool_1a_3x3", 3, stride=2, padding="VALID"),),
+    )
+
+
+# Slim's inception_v3_base up to MaxPool_5a_3x3, which inception_resnet_v2_base reuses.
+V3_STEM = (
+    Conv2d("Conv2d_1a_3x3", 32, 3, stride=2, padding="VALID"),
+    Conv2d("Conv2d_2a_3x3", 32, 3, padding="VALID"),
+    Conv2d("Conv2d_2b_3x3", 64, 3),
+    MaxPool("MaxPool_3a_3x3", 3, stride=2, padding="VALID"),
+    Conv2d("Conv2d_3b_1x1", 80, 1, padding="VALID"),
+    Conv2d("Conv2d_4a_3x3", 192, 3, padding="VALID"),
+    MaxPool("MaxPool_5a_3x3", 3, stride=2, padding="VALID"),
+)
+
+
 def classify(
-    network: nn.Module,
+    network: SlimInception,
     x: jax.Array,
     end_points: dict[str, jax.Array],
     builder: Builder,
@@ -243,13 +313,14 @@ def classify(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Slim's auxiliary head on `end_points[aux_input]`, then global pooling and `Logits`.
 
-    `network` is the calling Inception module (its `num_classes`, `dropout_rate`, `dtype`,
-    `create_aux_logits`). `aux` is `AuxLogits` with its layer names bound; its logits are an end
-    point in training, and `init` creates its parameters whatever the mode, so train and eval
-    variables match. Slim pools with a fixed window (`AvgPool_0a_7x7`, `AvgPool_1a_8x8`) sized
-    to reduce the default image's map to 1x1; the global mean is the same there and works at
-    every input size. The class layer in the `Logits` scope is a 1x1 convolution (Inception
-    v1-v3, kernel `[1, 1, channels, classes]` as in Slim) or, `fully_connected`, a dense layer.
+    `network` is the calling `SlimInception` (its `num_classes`, `dropout_rate`, `dtype`, and
+    `create_aux_logits` when it has an auxiliary head). `aux` is `AuxLogits` with its layer names
+    bound; its logits are an end point in training, and `init` creates its parameters whatever
+    the mode, so train and eval variables match. Slim pools with a fixed window
+    (`AvgPool_0a_7x7`, `AvgPool_1a_8x8`) sized to reduce the default image's map to 1x1; the
+    global mean is the same there and works at every input size. The class layer in the `Logits`
+    scope is a 1x1 convolution (Inception v1-v3, kernel `[1, 1, channels, classes]` as in Slim)
+    or, `fully_connected`, a dense layer.
     """
     num_classes = network.num_classes
     wants_aux = aux is not None and num_classes and network.create_aux_logits

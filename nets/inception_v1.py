@@ -28,10 +28,7 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    classify,
-    depth_fn,
-    run_layers,
-    slim_builder,
+    ThinnableInception,
 )
 from nets.layers import (
     TORCH_INCEPTION,
@@ -92,7 +89,7 @@ _INCEPTION_V1 = (
 )
 
 
-class InceptionV1(nn.Module):
+class InceptionV1(ThinnableInception):
     """Slim's Inception v1 (BN-GoogLeNet), default image size 224.
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_7x7` ... `Mixed_5c`) plus
@@ -105,20 +102,9 @@ class InceptionV1(nn.Module):
 
     default_image_size: ClassVar[int] = 224
 
-    num_classes: int | None = 1000
-    dropout_rate: float = 0.2
-    depth_multiplier: float = 1.0
-    min_depth: int = 16
-    dtype: Any = jnp.float32
-    conv: ModuleDef = Conv
-
     @nn.compact
     def __call__(self, x, train: bool = True):
-        depth = depth_fn(self.depth_multiplier, self.min_depth)
-        builder = slim_builder(self.conv, self.dtype, train, depth)
-        x = jnp.asarray(x, self.dtype)
-        x, end_points = run_layers(_INCEPTION_V1, x, builder, stem="MaxPool_3a_3x3")
-        return classify(self, x, end_points, builder, train, "Conv2d_0c_1x1")
+        return self.forward(_INCEPTION_V1, x, train, "MaxPool_3a_3x3", "Conv2d_0c_1x1")
 
 
 class TorchInception(nn.Module):

@@ -8,11 +8,10 @@ BatchNorm, the 5x5 convolutions replaced by two 3x3 ones, and strided reduction 
 """
 
 import functools
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
 from nets.inception_utils import (
     AvgPool,
@@ -20,12 +19,9 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    classify,
-    depth_fn,
-    run_layers,
-    slim_builder,
+    ThinnableInception,
 )
-from nets.layers import Conv, ModuleDef
+from nets.layers import ModuleDef
 
 
 class SeparableConv(nn.Module):
@@ -124,7 +120,7 @@ _INCEPTION_V2 = (
 )
 
 
-class InceptionV2(nn.Module):
+class InceptionV2(ThinnableInception):
     """Slim's Inception v2, default image size 224.
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_7x7` ... `Mixed_5c`) plus
@@ -137,25 +133,16 @@ class InceptionV2(nn.Module):
 
     default_image_size: ClassVar[int] = 224
 
-    num_classes: int | None = 1000
-    dropout_rate: float = 0.2
-    depth_multiplier: float = 1.0
-    min_depth: int = 16
     use_separable_conv: bool = True
-    dtype: Any = jnp.float32
-    conv: ModuleDef = Conv
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        depth = depth_fn(self.depth_multiplier, self.min_depth)
-        builder = slim_builder(self.conv, self.dtype, train, depth)
         if self.use_separable_conv:
             first = SeparableConv2d()
         else:
             first = Conv2d("Conv2d_1a_7x7", 64, 7, stride=2)
         layers = (first, *_INCEPTION_V2)
-        x, end_points = run_layers(layers, jnp.asarray(x, self.dtype), builder, "MaxPool_3a_3x3")
-        return classify(self, x, end_points, builder, train, "Conv2d_1c_1x1")
+        return self.forward(layers, x, train, "MaxPool_3a_3x3", "Conv2d_1c_1x1")
 
 
 inception_v2 = functools.partial(InceptionV2)

@@ -8,24 +8,21 @@ so its checkpoints map one-to-one.
 """
 
 import functools
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from nets.inception_utils import (
+    V3_STEM,
     AuxLogits,
     AvgPool,
     Concat,
     Conv2d,
     MaxPool,
     Mixed,
-    classify,
-    depth_fn,
-    run_layers,
-    slim_builder,
+    ThinnableInception,
+    reduction_b,
 )
-from nets.layers import Conv, ModuleDef
 
 
 def _mixed_5(name: str, pool_width: int, branch1: tuple[str, str]) -> Mixed:
@@ -90,16 +87,9 @@ def _mixed_7(name: str, branch1_3x1: str) -> Mixed:
     )
 
 
-# Slim's inception_v3_base: VALID padding in the stem unless marked, SAME in the blocks except for
-# their strided layers.
+# Slim's inception_v3_base: SAME padding in the blocks except for their strided layers.
 _INCEPTION_V3 = (
-    Conv2d("Conv2d_1a_3x3", 32, 3, stride=2, padding="VALID"),
-    Conv2d("Conv2d_2a_3x3", 32, 3, padding="VALID"),
-    Conv2d("Conv2d_2b_3x3", 64, 3),
-    MaxPool("MaxPool_3a_3x3", 3, stride=2, padding="VALID"),
-    Conv2d("Conv2d_3b_1x1", 80, 1, padding="VALID"),
-    Conv2d("Conv2d_4a_3x3", 192, 3, padding="VALID"),
-    MaxPool("MaxPool_5a_3x3", 3, stride=2, padding="VALID"),
+    *V3_STEM,
     _mixed_5("Mixed_5b", 32, ("Conv2d_0a_1x1", "Conv2d_0b_5x5")),
     _mixed_5("Mixed_5c", 64, ("Conv2d_0b_1x1", "Conv_1_0c_5x5")),  # Slim's names
     _mixed_5("Mixed_5d", 64, ("Conv2d_0a_1x1", "Conv2d_0b_5x5")),
@@ -119,28 +109,22 @@ _INCEPTION_V3 = (
     _mixed_6("Mixed_6c", 160),
     _mixed_6("Mixed_6d", 160),
     _mixed_6("Mixed_6e", 192),
-    Mixed(
-        "Mixed_7a",
-        (
-            (
-                Conv2d("Conv2d_0a_1x1", 192, 1),
-                Conv2d("Conv2d_1a_3x3", 320, 3, stride=2, padding="VALID"),
-            ),
-            (
-                Conv2d("Conv2d_0a_1x1", 192, 1),
-                Conv2d("Conv2d_0b_1x7", 192, (1, 7)),
-                Conv2d("Conv2d_0c_7x1", 192, (7, 1)),
-                Conv2d("Conv2d_1a_3x3", 192, 3, stride=2, padding="VALID"),
-            ),
-            (MaxPool("MaxPool_1a_3x3", 3, stride=2, padding="VALID"),),
-        ),
-    ),
+    Mixed("Mixed_7a", reduction_b((192, 320, 192, 192, 192, 192))),
     _mixed_7("Mixed_7b", "Conv2d_0b_3x1"),  # Slim's name; Mixed_7c has Conv2d_0c_3x1
     _mixed_7("Mixed_7c", "Conv2d_0c_3x1"),
 )
 
+# Slim's AuxLogits of v3: a 1x1 convolution as the class layer; the 5x5 kernel shrinks to fit.
+_AUX = functools.partial(
+    AuxLogits,
+    kernel_name="Conv2d_2a_{0}x{1}",
+    logits_name="Conv2d_2b_1x1",
+    fully_connected=False,
+    max_kernel=5,
+)
 
-class InceptionV3(nn.Module):
+
+class InceptionV3(ThinnableInception):
     """Slim's Inception v3, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_7c`) plus
@@ -153,30 +137,12 @@ class InceptionV3(nn.Module):
 
     default_image_size: ClassVar[int] = 299
 
-    num_classes: int | None = 1000
-    dropout_rate: float = 0.2
-    depth_multiplier: float = 1.0
-    min_depth: int = 16
     create_aux_logits: bool = True
-    dtype: Any = jnp.float32
-    conv: ModuleDef = Conv
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        depth = depth_fn(self.depth_multiplier, self.min_depth)
-        builder = slim_builder(self.conv, self.dtype, train, depth)
-        x = jnp.asarray(x, self.dtype)
-        x, end_points = run_layers(_INCEPTION_V3, x, builder, stem="MaxPool_5a_3x3")
-        aux = functools.partial(
-            AuxLogits,
-            kernel_name="Conv2d_2a_{0}x{1}",
-            logits_name="Conv2d_2b_1x1",
-            fully_connected=False,
-            max_kernel=5,
-        )
-        return classify(
-            self, x, end_points, builder, train, "Conv2d_1c_1x1", False, aux, "Mixed_6e"
-        )
+        head = ("Conv2d_1c_1x1", False, _AUX, "Mixed_6e")
+        return self.forward(_INCEPTION_V3, x, train, "MaxPool_5a_3x3", *head)
 
 
 inception_v3 = functools.partial(InceptionV3)

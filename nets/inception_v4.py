@@ -6,10 +6,9 @@ Inception-A, Reduction-A, seven Inception-B, Reduction-B and three Inception-C b
 """
 
 import functools
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from nets.inception_utils import (
     AuxLogits,
@@ -18,11 +17,9 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    classify,
-    run_layers,
-    slim_builder,
+    SlimInception,
+    reduction_b,
 )
-from nets.layers import Conv, ModuleDef
 
 _INCEPTION_A = (  # 35x35, 384 channels
     (Conv2d("Conv2d_0a_1x1", 96, 1),),
@@ -62,19 +59,7 @@ _INCEPTION_B = (  # 17x17, 1024 channels
     (AvgPool("AvgPool_0a_3x3", 3), Conv2d("Conv2d_0b_1x1", 128, 1)),
 )
 
-_REDUCTION_B = (  # 17x17 -> 8x8, 1536 channels
-    (
-        Conv2d("Conv2d_0a_1x1", 192, 1),
-        Conv2d("Conv2d_1a_3x3", 192, 3, stride=2, padding="VALID"),
-    ),
-    (
-        Conv2d("Conv2d_0a_1x1", 256, 1),
-        Conv2d("Conv2d_0b_1x7", 256, (1, 7)),
-        Conv2d("Conv2d_0c_7x1", 320, (7, 1)),
-        Conv2d("Conv2d_1a_3x3", 320, 3, stride=2, padding="VALID"),
-    ),
-    (MaxPool("MaxPool_1a_3x3", 3, stride=2, padding="VALID"),),
-)
+_REDUCTION_B = reduction_b((192, 192, 256, 256, 320, 320))  # 17x17 -> 8x8, 1536 channels
 
 _INCEPTION_C = (  # 8x8, 1536 channels
     (Conv2d("Conv2d_0a_1x1", 256, 1),),
@@ -129,8 +114,13 @@ _INCEPTION_V4 = (
     *(Mixed(f"Mixed_7{c}", _INCEPTION_C) for c in "bcd"),
 )
 
+# Slim's AuxLogits of v4: fully connected class layer.
+_AUX = functools.partial(
+    AuxLogits, kernel_name="Conv2d_2a", logits_name="Aux_logits", fully_connected=True
+)
 
-class InceptionV4(nn.Module):
+
+class InceptionV4(SlimInception):
     """Slim's Inception v4, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_7d`) plus
@@ -142,21 +132,11 @@ class InceptionV4(nn.Module):
 
     default_image_size: ClassVar[int] = 299
 
-    num_classes: int | None = 1000
-    dropout_rate: float = 0.2
     create_aux_logits: bool = True
-    dtype: Any = jnp.float32
-    conv: ModuleDef = Conv
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        builder = slim_builder(self.conv, self.dtype, train)
-        x = jnp.asarray(x, self.dtype)
-        x, end_points = run_layers(_INCEPTION_V4, x, builder, stem="Mixed_5a")
-        aux = functools.partial(
-            AuxLogits, kernel_name="Conv2d_2a", logits_name="Aux_logits", fully_connected=True
-        )
-        return classify(self, x, end_points, builder, train, "Logits", True, aux, "Mixed_6h")
+        return self.forward(_INCEPTION_V4, x, train, "Mixed_5a", "Logits", True, _AUX, "Mixed_6h")
 
 
 inception_v4 = functools.partial(InceptionV4)

@@ -33,16 +33,16 @@ class LeNet(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, kernel_size=(5, 5), padding="SAME", dtype=self.dtype)
-        dense = partial(nn.Dense, dtype=self.dtype)
         end_points = {}
 
-        x = end_points["conv1"] = nn.relu(conv(32, name="conv1")(jnp.asarray(x, self.dtype)))
-        x = end_points["pool1"] = max_pool(x, (2, 2), strides=(2, 2))
-        end_points["stem"] = x
-        x = end_points["conv2"] = nn.relu(conv(64, name="conv2")(x))
-        x = end_points["pool2"] = max_pool(x, (2, 2), strides=(2, 2))
+        x = jnp.asarray(x, self.dtype)
+        for i, width in enumerate((32, 64), start=1):
+            x = end_points[f"conv{i}"] = nn.relu(conv(width, name=f"conv{i}")(x))
+            x = end_points[f"pool{i}"] = max_pool(x, (2, 2), strides=(2, 2))
+            if i == 1:
+                end_points["stem"] = x
         x = end_points["Flatten"] = x.reshape((x.shape[0], -1))  # NHWC order, as slim.flatten
-        x = end_points["fc3"] = nn.relu(dense(1024, name="fc3")(x))
+        x = end_points["fc3"] = nn.relu(nn.Dense(1024, dtype=self.dtype, name="fc3")(x))
         head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
         return head(x, end_points, self.num_classes, name="fc4")
 

@@ -6,7 +6,7 @@ Convolutional Networks" (arXiv:1312.6229), the "fast" model of Table 1: five con
 
 As in Slim, the fully connected layers are convolutions (`fc6` 6x6 'VALID', `fc7`/`fc8` 1x1), so
 Slim checkpoints map one-to-one. Before `fc6` the map is brought to 6x6 by adaptive average
-pooling (`nets.pooling`): the identity at 231, and what lets the network classify other image
+pooling (`nets.layers`): the identity at 231, and what lets the network classify other image
 sizes with the same parameters (Slim's own answer, `global_pool`, averages fc7's map instead).
 """
 

@@ -32,22 +32,21 @@ def test_due_says_what_a_step_end_does(step, train, stopping, log, evaluate, sav
 
 
 @pytest.fixture
-def count_networks(monkeypatch):
-    """The number of networks `get_network_fn` has built."""
-    built = []
+def built_networks(monkeypatch):
+    """The names of the networks that `get_network_fn` builds during the test, in order."""
+    built, get_network_fn = [], nets_factory.get_network_fn
 
-    def counted(*args, **kwargs):
-        built.append(args[0])
-        return get_network_fn(*args, **kwargs)
+    def counted(name, *args, **kwargs):
+        built.append(name)
+        return get_network_fn(name, *args, **kwargs)
 
-    get_network_fn = nets_factory.get_network_fn
     monkeypatch.setattr(nets_factory, "get_network_fn", counted)
     return built
 
 
-def test_resolve_fills_every_default_from_the_data_and_builds_each_network_once(count_networks):
+def test_resolve_fills_every_default_from_the_data_and_builds_each_network_once(built_networks):
     resolved, dataset, networks = loop.resolve(Config())
-    assert count_networks == ["resnet20", "resnet20"]  # training and evaluation, once each
+    assert built_networks == ["resnet20", "resnet20"]  # training and evaluation, once each
     written = yaml.safe_load(config.dump(resolved))
     filled = ("image_size", "eval_batch_size", "mean", "std", "crop", "flip")
     assert {k: written["data"][k] for k in filled} == {
@@ -62,10 +61,10 @@ def test_resolve_fills_every_default_from_the_data_and_builds_each_network_once(
     assert networks.train.is_training and not networks.eval.is_training
 
 
-def test_synthetic_data_takes_the_network_size_and_classes(count_networks):
+def test_synthetic_data_takes_the_network_size_and_classes(built_networks):
     cfg = Config(model=ModelConfig(name="resnet18"), data=DataConfig(name="synthetic"))
     resolved, dataset, _ = loop.resolve(cfg)
-    assert len(count_networks) == 2
+    assert built_networks == ["resnet18", "resnet18"]
     assert (resolved.data.image_size, resolved.model.num_classes) == (224, 1000)
     assert (dataset.fixed_size, dataset.num_classes) == (224, sources.SYNTHETIC_CLASSES)
     assert dataset.train[0]["image"].shape == (224, 224, 3)

@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="batches left out of the timing")
     args = parser.parse_args()
 
-    cfg, dataset = loop.resolve(config.load(args.config, args.set))
+    cfg, dataset, _ = loop.resolve(config.load(args.config, args.set))
     d = cfg.data
     batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     batches = data.train_iterator(dataset, d, d.image_size, batch, cfg.train.seed)

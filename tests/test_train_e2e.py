@@ -17,6 +17,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+import yaml
 
 ROOT = Path(__file__).parent.parent
 STEPS = 12
@@ -119,9 +120,19 @@ def test_train_resumes_exactly_after_sigkill_sigterm_sigint_and_matches_one_devi
     assert {"eval/loss", "eval/top1", "eval/top5"} <= reference[-1].keys()
     assert sorted(os.listdir(tmp_path / "straight" / "checkpoints")) == ["12", "9"]
     assert list((tmp_path / "straight" / "tensorboard").glob("events.out.tfevents.*"))
-    resolved = (tmp_path / "straight" / "config.yaml").read_text()
-    assert "num_classes: 10" in resolved and "image_size: 8" in resolved
+    resolved = yaml.safe_load((tmp_path / "straight" / "config.yaml").read_text())
+    assert resolved["model"]["num_classes"] == 10 and resolved["data"]["image_size"] == 8
+    source_defaults = {k: resolved["data"][k] for k in ("mean", "std", "crop", "flip")}
+    assert source_defaults == {"mean": [0.3046], "std": [0.3754], "crop": "pad", "flip": False}
     expected = final_state(tmp_path / "straight")
+
+    every_step = train(tmp_path / "every_step", cache, "train.log_every=1")
+    assert every_step.returncode == 0, every_step.stderr
+    losses = {
+        r["step"]: r["train/loss"] for r in records(tmp_path / "every_step") if "train/loss" in r
+    }
+    for record in (r for r in reference if "train/loss" in r):  # each averages 2 steps
+        assert record["train/loss"] == np.mean([losses[record["step"] - 1], losses[record["step"]]])
 
     returncode, _ = interrupt(tmp_path / "killed", cache, signal.SIGKILL)
     assert returncode == -signal.SIGKILL
@@ -195,6 +206,9 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
     bad = int(line.split("at step ")[1].split(";")[0])
     kept = sorted(int(p) for p in os.listdir(tmp_path / "checkpoints"))
     assert kept and kept[-1] == bad - 1 and f"last good checkpoint is step {bad - 1}" in line
+    logged = records(tmp_path)  # the check comes first: no record has the non-finite loss
+    assert logged[-1]["step"] == bad - 1
+    assert np.isfinite([r["train/loss"] for r in logged if "train/loss" in r]).all()
     for _, value in leaves(final_state(tmp_path, kept[-1])["params"]):
         assert np.isfinite(value).all()
 

@@ -26,7 +26,7 @@ def test_digits_split_is_fixed_balanced_and_embedded():
 
 
 def test_train_stream_is_deterministic_and_resumes_from_its_state():
-    ds, cfg = sources.digits(), DataConfig(batch_size=16)
+    ds, cfg = sources.digits(), DataConfig(batch_size=16, crop="pad", flip=False)
     make = lambda: data.train_iterator(ds, cfg, 8, 16, seed=3)  # noqa: E731
     it = make()
     first_batches(it, 95)  # past the end of an epoch (89 batches)
@@ -42,7 +42,7 @@ def test_train_stream_is_deterministic_and_resumes_from_its_state():
 
 
 def test_processes_read_disjoint_shards():
-    ds, cfg = sources.digits(), DataConfig(crop="none")
+    ds, cfg = sources.digits(), DataConfig(crop="none", flip=False)
     seen = [
         {bytes(x) for x in next(data.train_iterator(ds, cfg, 8, 700, 0, p, 2))["image"]}
         for p in range(2)
@@ -61,7 +61,8 @@ def test_eval_batches_cover_the_split_once_with_padding_masked():
 
 def test_synthetic_source_has_the_network_size_and_classes():
     ds = sources.synthetic(50, 12, 7)
-    batch = next(data.train_iterator(ds, DataConfig(name="synthetic"), 12, 10, 0))
+    cfg = DataConfig(name="synthetic", crop="none", flip=False)
+    batch = next(data.train_iterator(ds, cfg, 12, 10, 0))
     assert batch["image"].shape == (10, 12, 12, 3) and batch["label"].max() < 7
 
 
@@ -87,7 +88,7 @@ def image_folder(tmp_path):
 def test_imagefolder_decodes_jpeg_and_png_and_crops_to_size(image_folder):
     ds = sources.imagefolder(str(image_folder))
     assert (len(ds.train), len(ds.eval), ds.num_classes) == (9, 9, 3)
-    cfg = DataConfig(name="imagefolder", dir=str(image_folder))
+    cfg = DataConfig(name="imagefolder", dir=str(image_folder), crop="resized", flip=True)
     batch = next(data.train_iterator(ds, cfg, 16, 9, seed=0))
     assert batch["image"].shape == (9, 16, 16, 3) and batch["image"].dtype == np.uint8
     (evals,) = list(data.eval_batches(ds, cfg, 16, 9))
@@ -100,7 +101,8 @@ def test_corrupt_image_error_names_the_file(image_folder):
     bad = image_folder / "train" / "dog" / "1.jpg"
     bad.write_bytes(b"\xff\xd8 this is not really a jpeg")
     ds = sources.imagefolder(str(image_folder))
-    it = data.train_iterator(ds, DataConfig(name="imagefolder"), 8, 9, seed=0)
+    cfg = DataConfig(name="imagefolder", crop="resized", flip=True)
+    it = data.train_iterator(ds, cfg, 8, 9, seed=0)
     with pytest.raises(sources.DataError, match=r"cannot read image .*dog/1\.jpg"):
         next(it)
 
@@ -183,8 +185,8 @@ def test_tfds_without_tensorflow_datasets_is_a_clear_error(monkeypatch):
 
 def test_worker_processes_give_the_same_stream():
     ds = sources.synthetic(64, 8, 5)
-    plain = data.train_iterator(ds, DataConfig(flip=True), 8, 8, seed=1)
-    workers = data.train_iterator(ds, DataConfig(flip=True, workers=2), 8, 8, seed=1)
+    plain = data.train_iterator(ds, DataConfig(crop="none", flip=True), 8, 8, seed=1)
+    workers = data.train_iterator(ds, DataConfig(crop="none", flip=True, workers=2), 8, 8, seed=1)
     try:
         for a, b in zip(first_batches(plain, 4), first_batches(workers, 4), strict=True):
             np.testing.assert_array_equal(a["image"], b["image"])

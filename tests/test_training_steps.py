@@ -1,4 +1,4 @@
-"""The loss, the optimizers and schedules, and the eval step, on tiny inputs."""
+"""The loss, the optimizers and schedules, and the train and eval steps, on tiny inputs."""
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +10,7 @@ import nets_factory
 from training import loop, optim, steps
 from training.config import ModelConfig, OptimConfig
 from training.errors import UserError
+from training.metrics import Window
 
 LOGITS = jnp.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
 LABELS = jnp.array([0, 1])
@@ -112,6 +113,46 @@ def test_eval_step_counts_real_examples_only(tiny):
     first = eval_step(state, {"image": images[:2], "label": np.array([0, 1]), "mask": np.ones(2)})
     np.testing.assert_allclose(half, first, rtol=1e-5)
     assert float(full[3]) == 4 and float(half[3]) == 2 and float(full[2]) == 4  # 3 classes: top-5
+
+
+def poisoned(prepare):
+    """`prepare`, except that an all-zero batch becomes NaN: its step's loss is not finite."""
+    return lambda images: prepare(images) * jnp.where(jnp.any(images), 1.0, jnp.nan)
+
+
+def assert_same_tree(a, b):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_train_step_returns_its_metrics_and_a_non_finite_step_changes_nothing_but_step(tiny):
+    train_fn, _, variables, prepare = tiny
+    tx = optax.sgd(0.1, momentum=0.9)
+    state = steps.create_state(variables, tx, jax.random.PRNGKey(1), ema=False)
+    train_step = jax.jit(steps.make_train_step(train_fn, tx, poisoned(prepare), 0.0, 0.0))
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 1, 2, 0])
+    batch = lambda: {"image": rng.integers(1, 255, (4, 8, 8, 1), np.uint8), "label": labels}  # noqa: E731
+    window, losses = Window(), []
+    for _ in range(3):
+        state, metrics = train_step(state, batch())
+        assert {k: (v.shape, v.dtype) for k, v in metrics.items()} == {
+            "loss": ((), jnp.float32),
+            "top1": ((), jnp.float32),
+        }
+        window.add(metrics)
+        losses.append(float(metrics["loss"]))
+    assert window.mean()["loss"] == np.mean(losses)  # what the loop logs as train/loss
+    good = state
+    state, metrics = train_step(state, {"image": np.zeros((4, 8, 8, 1), np.uint8), "label": labels})
+    assert not np.isfinite(metrics["loss"])
+    state, metrics = train_step(state, batch())  # a finite loss after it changes nothing either
+    assert np.isfinite(metrics["loss"])
+    assert (int(state.step), int(state.nonfinite_step)) == (5, 4)
+    assert_same_tree(
+        (state.params, state.batch_stats, state.opt_state),
+        (good.params, good.batch_stats, good.opt_state),
+    )
 
 
 def test_gradient_clipping_bounds_the_update():

@@ -131,15 +131,20 @@ def train_iterator(
     process_index: int = 0,
     process_count: int = 1,
 ) -> grain.DatasetIterator:
-    """An endless, checkpointable iterator of this process's training batches."""
+    """An endless, checkpointable iterator of this process's training batches.
+
+    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says.
+    """
+    if data.crop is None or data.flip is None:
+        raise ValueError("train_iterator: data.crop and data.flip must be resolved (loop.resolve)")
     transform = TrainTransform(
         image_size=image_size,
         fixed_size=dataset.fixed_size is not None,
         channels=dataset.channels,
-        crop=data.crop or dataset.crop,
+        crop=data.crop,
         padding=data.crop_padding,
         min_area=data.min_crop_area,
-        flip=dataset.flip if data.flip is None else data.flip,
+        flip=data.flip,
     )
     ds = grain.MapDataset.source(dataset.train)[process_index::process_count]
     ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)

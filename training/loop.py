@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import grain
 import jax
@@ -23,15 +24,20 @@ import nets_factory
 from training import checkpoint, data, optim, preemption, sharding, sources, steps
 from training.config import (
     Config,
+    DataConfig,
     FinetuneConfig,
     ModelConfig,
+    TrainConfig,
     changes,
     dump,
     parse_yaml,
     to_dict,
 )
 from training.errors import UserError
-from training.metrics import Console, MetricsLog, Throughput
+from training.metrics import Console, MetricsLog, Throughput, Window
+
+# DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
+SOURCE_DEFAULTS = ("mean", "std", "crop", "flip")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +59,12 @@ class Summary:
         )
 
 
-def network_fns(model: ModelConfig, num_classes: int | None):
+class Networks(NamedTuple):
+    train: nets_factory.NetworkFn  # batch statistics, dropout
+    eval: nets_factory.NetworkFn  # running statistics
+
+
+def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
     """The training and evaluation networks, with config mistakes as one-line errors."""
     kwargs = dict(model.kwargs)
     if "dtype" in kwargs:
@@ -67,29 +78,57 @@ def network_fns(model: ModelConfig, num_classes: int | None):
         **kwargs,
     )
     try:
-        return build(is_training=True), build(is_training=False)
+        return Networks(build(is_training=True), build(is_training=False))
     except ValueError as e:
         raise UserError(f"model.name: {e}") from None
     except TypeError as e:
         raise UserError(f"model.kwargs: {e}") from None
 
 
-def resolve(config: Config) -> tuple[Config, sources.Dataset]:
-    """Fills the defaults that depend on the network and the data; loads the dataset."""
-    probe, _ = network_fns(config.model, None)
-    image_size = config.data.image_size or probe.default_image_size
-    dataset = sources.load(config.data, image_size, config.model.num_classes)
-    return dataclasses.replace(
-        config,
-        model=dataclasses.replace(
-            config.model, num_classes=config.model.num_classes or dataset.num_classes
-        ),
-        data=dataclasses.replace(
-            config.data,
-            image_size=image_size,
-            eval_batch_size=config.data.eval_batch_size or config.data.batch_size,
-        ),
-    ), dataset
+def load_data_and_networks(
+    model: ModelConfig, data: DataConfig
+) -> tuple[sources.Dataset, Networks]:
+    """The dataset and the networks, each built once, in the order their needs allow.
+
+    The networks' logits take the data's classes; but synthetic data is made to the network's
+    measure (its image size, and the model's classes), so for it the networks come first.
+    """
+    if data.name != "synthetic":
+        dataset = sources.load(data)
+        return dataset, network_fns(model, model.num_classes or dataset.num_classes)
+    num_classes = model.num_classes or sources.SYNTHETIC_CLASSES
+    networks = network_fns(model, num_classes)
+    image_size = data.image_size or networks.train.default_image_size
+    return sources.load(data, image_size, num_classes), networks
+
+
+def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
+    """Fills in every default that depends on the network or the data, so that the written
+    config says exactly what ran; loads the dataset and builds the networks (for `build`)."""
+    dataset, networks = load_data_and_networks(config.model, config.data)
+    d = config.data
+    data = dataclasses.replace(
+        d,
+        image_size=d.image_size or networks.train.default_image_size,
+        eval_batch_size=d.eval_batch_size or d.batch_size,
+        **{k: getattr(dataset, k) for k in SOURCE_DEFAULTS if getattr(d, k) is None},
+    )
+    num_classes = config.model.num_classes or dataset.num_classes
+    model = dataclasses.replace(config.model, num_classes=num_classes)
+    return dataclasses.replace(config, model=model, data=data), dataset, networks
+
+
+def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list[str]:
+    """'key: old -> new' for each setting of the resolved `config` that differs from the config
+    a previous run wrote to `saved`.
+
+    Older versions wrote None for the `SOURCE_DEFAULTS` they did not set: it meant the source's
+    value then as now, so it is compared as that value.
+    """
+    before = parse_yaml(saved.read_text(), str(saved))
+    old_data = before.get("data", {})
+    defaults = {k: to_dict(getattr(dataset, k)) for k in SOURCE_DEFAULTS if old_data.get(k) is None}
+    return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))
 
 
 def initial_state(
@@ -144,18 +183,19 @@ def check_finite(state: steps.TrainState, checkpoints: checkpoint.Checkpointer) 
 class Run:
     """Everything `train` builds before its first step."""
 
-    config: Config  # resolved: num_classes, image_size and eval_batch_size filled in
+    config: Config  # resolved: every default filled in
     dataset: sources.Dataset
     mesh: jax.sharding.Mesh
     total_steps: int
     steps_per_epoch: float
     lr: optax.Schedule
-    train_step: Callable
+    train_step: Callable[[steps.TrainState, dict], tuple[steps.TrainState, steps.Metrics]]
     eval_step: Callable
     batches: grain.DatasetIterator
     eval_batches: Callable[[], Iterator[dict]]
     checkpoints: checkpoint.Checkpointer
     state: steps.TrainState
+    window: Window  # the train metrics that the next record averages
     start_step: int
     note: str  # how it started: resumed, or fine-tuned from where
 
@@ -172,40 +212,32 @@ class Run:
 def build(config: Config, workdir: Path) -> Run:
     """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
     mesh = sharding.make_mesh()
-    config, dataset = resolve(config)
+    config, dataset, networks = resolve(config)
     d, t, o = config.data, config.train, config.optim
-    train_fn, eval_fn = network_fns(config.model, config.model.num_classes)
     local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
     steps_per_epoch = len(dataset.train) / d.batch_size
     total = t.steps or math.ceil(t.epochs * steps_per_epoch)
     lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
     tx = optim.optimizer(o, lr, config.finetune.trainable)
-    prepare = functools.partial(
-        steps.preprocess,
-        image_size=d.image_size,
-        mean=d.mean or dataset.mean,
-        std=d.std or dataset.std,
-    )
+    prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
     replicated = sharding.replicated(mesh)
-    train_step = steps.make_train_step(
-        train_fn, tx, prepare, o.label_smoothing, o.ema_decay, t.log_every
-    )
-    eval_step = steps.make_eval_step(eval_fn, prepare, o.ema_decay > 0)
+    train_step = steps.make_train_step(networks.train, tx, prepare, o.label_smoothing, o.ema_decay)
+    eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
     where = (jax.process_index(), jax.process_count())
     batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
 
     checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
-    start = checkpoints.latest_step()
+    start, window = checkpoints.latest_step(), []
     if start is None:
-        state, fresh = initial_state(config, train_fn, tx, dataset.channels, mesh)
+        state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
         init_from = config.finetune.init_from
         note = f"; fine-tuning from {init_from}" if init_from else ""
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
     else:  # resuming: the checkpoint has the weights, whatever finetune.init_from says
         scratch = dataclasses.replace(config, finetune=FinetuneConfig())
-        like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
-        state = checkpoints.restore(start, like, batches)
+        like, _ = initial_state(scratch, networks.train, tx, dataset.channels, mesh)
+        state, window = checkpoints.restore(start, like, batches)
         note = f"; resumed at step {start}"
     return Run(
         config=config,
@@ -222,6 +254,7 @@ def build(config: Config, workdir: Path) -> Run:
         ),
         checkpoints=checkpoints,
         state=state,
+        window=Window(window),
         start_step=start or 0,
         note=note,
     )
@@ -234,7 +267,7 @@ def train(config: Config, workdir: str | Path) -> Summary:
     run = build(config, workdir)
     resolved, changed = workdir / "config.yaml", []
     if run.start_step and resolved.exists():  # say what a resumed run does differently
-        changed = changes(parse_yaml(resolved.read_text(), str(resolved)), to_dict(run.config))
+        changed = changes_since(resolved, run.config, run.dataset)
     if process0:
         workdir.mkdir(parents=True, exist_ok=True)
         resolved.write_text(dump(run.config))
@@ -247,9 +280,9 @@ def train(config: Config, workdir: str | Path) -> Summary:
     try:
         with preemption.catch_signals() as stop:
             for step in range(run.start_step + 1, run.total_steps + 1):
-                run.state = run.train_step(
-                    run.state, sharding.shard_batch(next(run.batches), run.mesh)
-                )
+                batch = sharding.shard_batch(next(run.batches), run.mesh)
+                run.state, metrics = run.train_step(run.state, batch)
+                run.window.add(metrics)
                 throughput.step()
                 console.advance()
                 if step == run.start_step + 1:  # leave compilation out of img/s
@@ -272,44 +305,81 @@ def train(config: Config, workdir: str | Path) -> Summary:
     return summary
 
 
+class Due(NamedTuple):
+    """What a step end does, in this order."""
+
+    log: bool
+    eval: bool
+    save: bool
+
+
+def due(step: int, train: TrainConfig, last_step: int, stopping: bool) -> Due:
+    """Whether `step` logs, evaluates and saves (big_vision's `itstime`): each every so many steps
+    of `train` (`eval_every` 0: none before the end), all three at `last_step`, and a save when a
+    signal asked the run to stop."""
+    last = step == last_step
+    every = lambda n: last or (n > 0 and step % n == 0)  # noqa: E731
+    return Due(
+        log=every(train.log_every),
+        eval=every(train.eval_every),
+        save=every(train.checkpoint_every) or stopping,
+    )
+
+
 def on_step_end(
     run: Run, step: int, stop, log: MetricsLog, console: Console, throughput: Throughput
-):
-    """Logs, evaluates and saves on their cadence (eval before save: a resumed run never redoes
-    a step that has its records), and stops after saving when a signal asked it to."""
-    t, last = run.config.train, step == run.total_steps
-    if step % t.log_every == 0 or last:
-        check_finite(run.state, run.checkpoints)
-        window = np.asarray(run.state.window) / ((step - 1) % t.log_every + 1)
-        loss, top1 = window.tolist()
-        lr, rate = float(run.lr(step - 1)), throughput.measure()
-        log.write(
-            step,
-            {
-                "train/loss": loss,
-                "train/top1": top1,
-                "train/lr": lr,
-                "train/img_per_sec": rate,
-                "epoch": step / run.steps_per_epoch,
-            },
-        )
-        console.show(loss, lr, rate)
-    if (t.eval_every and step % t.eval_every == 0) or last:
-        check_finite(run.state, run.checkpoints)
-        metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
-        log.write(step, metrics)
-        console.print(
-            f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
-            f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"
-        )
+) -> None:
+    """Logs, evaluates and saves when `due`, in that order (eval before save: a resumed run never
+    redoes a step that has its records), and stops after saving when a signal asked it to.
+
+    A step that does any of these first checks that no loss was non-finite, once: the check waits
+    for the devices, and it keeps a non-finite step out of the records and the checkpoints.
+    """
+    stopping = bool(stop)  # a signal arriving from here on is answered at the next step
+    todo = due(step, run.config.train, run.total_steps, stopping)
+    if not any(todo):
+        return
+    check_finite(run.state, run.checkpoints)
+    if todo.log:
+        log_train(run, step, log, console, throughput)
+    if todo.eval:
+        log_eval(run, step, log, console)
         throughput.restart()
-    if step % t.checkpoint_every == 0 or last or stop:
-        check_finite(run.state, run.checkpoints)
-        run.checkpoints.save(step, run.state, run.batches)
+    if todo.save:
+        run.checkpoints.save(step, run.state, run.batches, run.window.fetch())
         throughput.restart()
-    if stop:
+    if stopping:
         raise preemption.Interrupted(
             f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}; "
             "run the same command to resume",
             stop.signum,
         )
+
+
+def log_train(
+    run: Run, step: int, log: MetricsLog, console: Console, throughput: Throughput
+) -> None:
+    """A training record: the window's mean loss and top-1, the learning rate, img/s, epoch."""
+    means = run.window.mean()
+    lr, rate = float(run.lr(step - 1)), throughput.measure()
+    log.write(
+        step,
+        {
+            "train/loss": means["loss"],
+            "train/top1": means["top1"],
+            "train/lr": lr,
+            "train/img_per_sec": rate,
+            "epoch": step / run.steps_per_epoch,
+        },
+    )
+    console.show(means["loss"], lr, rate)
+
+
+def log_eval(run: Run, step: int, log: MetricsLog, console: Console) -> None:
+    """An evaluation record, and its line on the console."""
+    metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
+    log.write(step, metrics)
+    console.print(
+        f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
+        f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"
+    )

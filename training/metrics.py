@@ -1,4 +1,5 @@
-"""What the run reports: `metrics.jsonl`, TensorBoard events, and the console (bar and lines).
+"""What the run reports: `metrics.jsonl`, TensorBoard events, the console (bar and lines), and
+the window of train-step metrics that a training record averages.
 
 A resumed run rewinds its records to the checkpoint it restored: records written after that step
 by the interrupted attempt are dropped from `metrics.jsonl`, and TensorBoard purges them
@@ -10,9 +11,12 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
+import numpy as np
 import tqdm
 
 METRICS_FILE = "metrics.jsonl"
@@ -83,6 +87,31 @@ def _summary_writer_class():
         if hide:
             del sys.modules["torch"]
     return SummaryWriter
+
+
+class Window:
+    """The train steps' metrics since the last training record, one dict of scalars per step.
+
+    They stay device arrays until a record or a checkpoint needs them, so the loop never waits for
+    the devices between those; then one `jax.device_get` brings them all over (the Flax example's
+    `common_utils.get_metrics`).
+    """
+
+    def __init__(self, steps: Sequence[Mapping[str, float]] = ()):
+        self._steps: list[Mapping[str, Any]] = list(steps)
+
+    def add(self, metrics: Mapping[str, jax.Array]) -> None:
+        self._steps.append(metrics)
+
+    def fetch(self) -> list[dict[str, float]]:
+        """The window's metrics as host floats, for a checkpoint; they stay in the window."""
+        self._steps = [{k: float(v) for k, v in m.items()} for m in jax.device_get(self._steps)]
+        return list(self._steps)
+
+    def mean(self) -> dict[str, float]:
+        """Each metric averaged over the window's steps (at least one); starts a new window."""
+        steps, self._steps = self.fetch(), []
+        return {name: float(np.mean([s[name] for s in steps])) for name in steps[0]}
 
 
 class Throughput:

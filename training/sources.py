@@ -20,6 +20,7 @@ from training.errors import UserError
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+SYNTHETIC_CLASSES = 1000  # synthetic data's classes when model.num_classes is unset: ImageNet's
 
 
 class DataError(UserError):
@@ -281,12 +282,15 @@ def _require_path(directory: str | None) -> Path:
     return path
 
 
-def load(data: DataConfig, image_size: int, num_classes: int | None) -> Dataset:
-    """The dataset `data.name` names; synthetic data takes the network's size and classes."""
+def load(
+    data: DataConfig, image_size: int | None = None, num_classes: int | None = None
+) -> Dataset:
+    """The dataset `data.name` names. Synthetic data is made to the network's measure: it needs
+    the network's `image_size` and `num_classes`, which other sources ignore."""
     if data.name == "digits":
         return digits()
     if data.name == "synthetic":
-        return synthetic(data.synthetic_examples, image_size, num_classes or 1000)
+        return synthetic(data.synthetic_examples, image_size, num_classes)
     if data.name in ("cifar10", "cifar100"):
         return cifar(data.dir, int(data.name[5:]))
     if data.name == "imagefolder":

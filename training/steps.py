@@ -1,4 +1,5 @@
-"""The train state and the two pure steps: `train_step(state, batch)` and `eval_step(state, batch)`.
+"""The train state and the two pure steps: `train_step(state, batch) -> (state, metrics)` and
+`eval_step(state, batch)`.
 
 Both take uint8 images `[batch, h, w, c]` straight from the input pipeline and preprocess them
 on the device. Nothing here knows about devices: `training.sharding` places the arrays and the
@@ -17,6 +18,8 @@ from nets_factory import NetworkFn
 
 AUX_LOSS_WEIGHT = 0.4  # Slim's train_image_classifier.py weighs Inception's aux logits by 0.4
 
+Metrics = dict[str, jax.Array]  # one step's float32 scalars, by name
+
 
 @flax.struct.dataclass
 class TrainState:
@@ -28,7 +31,6 @@ class TrainState:
     opt_state: Any
     ema_params: Any  # the EMA of params, or {} when optim.ema_decay is 0
     rng: jax.Array  # uint32[2]: the run's key; step `s` uses fold_in(rng, s)
-    window: jax.Array  # float32[2]: loss and top-1 summed over the current logging window
     nonfinite_step: jax.Array  # int32: the first step whose loss was not finite, or -1
 
 
@@ -43,7 +45,6 @@ def create_state(
         opt_state=tx.init(params),
         ema_params=jax.tree.map(jnp.copy, params) if ema else {},
         rng=rng,
-        window=jnp.zeros((2,), jnp.float32),
         nonfinite_step=jnp.full((), -1, jnp.int32),
     )
 
@@ -81,13 +82,14 @@ def make_train_step(
     prepare: Callable[[jax.Array], jax.Array],
     label_smoothing: float,
     ema_decay: float,
-    log_every: int,
-) -> Callable[[TrainState, dict], TrainState]:
-    """`train_step(state, batch) -> state`; its metrics accumulate in `state.window`.
+) -> Callable[[TrainState, dict], tuple[TrainState, Metrics]]:
+    """`train_step(state, batch) -> (state, metrics)`; `metrics` are this batch's float32
+    scalars `loss` (with the L2 penalty) and `top1`, for the host to average when it logs.
 
     A step whose loss is not finite changes nothing but `step` and records itself in
     `state.nonfinite_step`, and so does every later step: the loop stops at its next check with
-    the state of the last good step, which it does not save.
+    the state of the last good step, which it does not save. Metrics are returned as computed,
+    non-finite ones included: the loop checks before it logs them.
     """
 
     def loss_fn(params, state, images, labels):
@@ -100,7 +102,7 @@ def make_train_step(
         loss = loss + network_fn.regularization_loss(params)
         return loss, (logits, updates.get("batch_stats", {}))
 
-    def train_step(state: TrainState, batch: dict) -> TrainState:
+    def train_step(state: TrainState, batch: dict) -> tuple[TrainState, Metrics]:
         images, labels = prepare(batch["image"]), batch["label"]
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         (loss, (logits, batch_stats)), grads = grad_fn(state.params, state, images, labels)
@@ -110,21 +112,20 @@ def make_train_step(
         if ema_decay:
             ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
         top1 = jnp.mean(jnp.argmax(logits, -1) == labels)
-        window = jnp.where(state.step % log_every == 0, 0.0, state.window) + jnp.stack([loss, top1])
 
         ok = jnp.isfinite(loss) & (state.nonfinite_step < 0)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)  # noqa: E731
-        return state.replace(
+        state = state.replace(
             step=state.step + 1,
             params=keep(params, state.params),
             batch_stats=keep(batch_stats, state.batch_stats),
             opt_state=keep(opt_state, state.opt_state),
             ema_params=keep(ema, state.ema_params),
-            window=keep(window, state.window),
             nonfinite_step=jnp.where(
                 ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1
             ),
         )
+        return state, {"loss": loss, "top1": top1}
 
     return train_step
 

@@ -1,0 +1,85 @@
+"""The loop's decisions without training: what a step end does, and the resolved config."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+import nets_factory
+from training import config, loop, sources
+from training.config import Config, DataConfig, ModelConfig, TrainConfig
+
+EVERY = dict(log_every=2, eval_every=6, checkpoint_every=3)  # a run of 12 steps
+
+
+@pytest.mark.parametrize(
+    "step, train, stopping, log, evaluate, save",
+    [
+        (1, EVERY, False, False, False, False),
+        (2, EVERY, False, True, False, False),
+        (3, EVERY, False, False, False, True),
+        (6, EVERY, False, True, True, True),
+        (7, EVERY, True, False, False, True),  # a signal: save (then stop), nothing else
+        (8, EVERY, True, True, False, True),
+        (11, EVERY, False, False, False, False),
+        (12, dict(log_every=5, eval_every=5, checkpoint_every=5), False, True, True, True),  # last
+        (10, dict(log_every=5, eval_every=0, checkpoint_every=100), False, True, False, False),
+        (12, dict(log_every=5, eval_every=0, checkpoint_every=100), False, True, True, True),
+    ],
+)
+def test_due_says_what_a_step_end_does(step, train, stopping, log, evaluate, save):
+    assert loop.due(step, TrainConfig(**train), 12, stopping) == loop.Due(log, evaluate, save)
+
+
+@pytest.fixture
+def built_networks(monkeypatch):
+    """The names of the networks that `get_network_fn` builds during the test, in order."""
+    built, get_network_fn = [], nets_factory.get_network_fn
+
+    def counted(name, *args, **kwargs):
+        built.append(name)
+        return get_network_fn(name, *args, **kwargs)
+
+    monkeypatch.setattr(nets_factory, "get_network_fn", counted)
+    return built
+
+
+def test_resolve_fills_every_default_from_the_data_and_builds_each_network_once(built_networks):
+    resolved, dataset, networks = loop.resolve(Config())
+    assert built_networks == ["resnet20", "resnet20"]  # training and evaluation, once each
+    written = yaml.safe_load(config.dump(resolved))
+    filled = ("image_size", "eval_batch_size", "mean", "std", "crop", "flip")
+    assert {k: written["data"][k] for k in filled} == {
+        "image_size": 32,  # resnet20's own
+        "eval_batch_size": 128,  # data.batch_size
+        "mean": [0.3046],  # the digits' own, as are crop and flip
+        "std": [0.3754],
+        "crop": "pad",
+        "flip": False,
+    }
+    assert written["model"]["num_classes"] == dataset.num_classes == 10
+    assert networks.train.is_training and not networks.eval.is_training
+
+
+def test_synthetic_data_takes_the_network_size_and_classes(built_networks):
+    cfg = Config(model=ModelConfig(name="resnet18"), data=DataConfig(name="synthetic"))
+    resolved, dataset, _ = loop.resolve(cfg)
+    assert built_networks == ["resnet18", "resnet18"]
+    assert (resolved.data.image_size, resolved.model.num_classes) == (224, 1000)
+    assert (dataset.fixed_size, dataset.num_classes) == (224, sources.SYNTHETIC_CLASSES)
+    assert dataset.train[0]["image"].shape == (224, 224, 3)
+
+
+def test_a_resume_compares_an_older_config_with_null_source_defaults_as_their_values(tmp_path):
+    resolved, dataset, _ = loop.resolve(Config())
+    older = config.to_dict(resolved)
+    older["data"].update(mean=None, std=None, crop=None, flip=None)  # as the previous version wrote
+    saved = tmp_path / "config.yaml"
+    saved.write_text(yaml.safe_dump(older))
+    assert loop.changes_since(saved, resolved, dataset) == []
+    data = dataclasses.replace(resolved.data, mean=(0.5,), std=(0.25,), flip=True)
+    assert loop.changes_since(saved, dataclasses.replace(resolved, data=data), dataset) == [
+        "data.flip: False -> True",
+        "data.mean: [0.3046] -> [0.5]",
+        "data.std: [0.3754] -> [0.25]",
+    ]

@@ -5,12 +5,16 @@
     (logits, end_points), updates = network_fn.apply(variables, images, mutable=['batch_stats'])
     loss = cross_entropy(logits, labels) + network_fn.regularization_loss(variables['params'])
 
+    # published weights (timm / Hugging Face safetensors, torchvision .pth), reference logits:
+    network_fn, variables = load_pretrained('resnet50', '~/weights/resnet50.a1_in1k')
+
 `python -m nets_factory` prints every network; `python -m nets_factory NAME` describes one.
 """
 
 import dataclasses
 import difflib
 import functools
+from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -135,6 +139,9 @@ class NetworkFn:
     module: nn.Module
     is_training: bool
     weight_decay: float
+    pretrained: Any = (
+        None  # `pretrained.Pretrained` from `load_pretrained`: what inputs they expect
+    )
 
     @property
     def default_image_size(self) -> int:
@@ -209,6 +216,41 @@ def get_network_fn(
         )
     module = networks_map[name](num_classes=num_classes, **kwargs)
     return NetworkFn(name=name, module=module, is_training=is_training, weight_decay=weight_decay)
+
+
+def load_pretrained(
+    name: str,
+    path: str | Path,
+    num_classes: int | None = None,
+    weight_decay: float = 0.0,
+    is_training: bool = False,
+    rng: jax.Array | None = None,
+    **kwargs: Any,
+) -> tuple[NetworkFn, dict[str, Any]]:
+    """The network `name` with the published weights at `path`, computing what their source does.
+
+    Args:
+      name: a registry name, or the source's architecture name where it differs (see
+        `pretrained.architectures.ARCHITECTURES`); the network is built with the conventions the
+        weights were trained with (e.g. PyTorch's symmetric padding).
+      path: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
+        `config.json`), or a torchvision `.pth` (needs torch). Nothing is downloaded.
+      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
+        initialised from `rng`, for fine-tuning.
+      **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
+        the weights' convention raises.
+
+    Returns:
+      `(network_fn, variables)`: `network_fn.pretrained` says what inputs the weights expect
+      (image size, crop fraction, mean/std, interpolation) and names the classes.
+
+    Raises:
+      pretrained.WeightFileError: the file cannot be read or does not fit the network (one line).
+      ValueError: no published weights load into `name`, or a contradicting field.
+    """
+    import pretrained
+
+    return pretrained.load(name, path, num_classes, weight_decay, is_training, rng, **kwargs)
 
 
 if __name__ == "__main__":

@@ -142,10 +142,13 @@ class ResNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
+    # Of the 3x3 convolutions and the stem's max pool: 'SAME' as the Flax example and Slim pad
+    # (after, on even maps), 'SYMMETRIC' as torchvision and timm do (their weights need it).
+    padding: str = "SAME"
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        conv = partial(self.conv, use_bias=False, dtype=self.dtype)
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype, padding=self.padding)
         norm = batch_norm(TORCH, train, self.dtype)
         pre_activation = _is_pre_activation(self.block_cls)
         end_points = {}
@@ -162,7 +165,7 @@ class ResNet(nn.Module):
         if not pre_activation:
             x = self.act(norm(name="bn_init")(x))
         if self.stem_pool:
-            x = max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            x = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
         end_points["stem"] = x
 
         for i, block_size in enumerate(self.stage_sizes):

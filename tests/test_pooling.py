@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nets.layers import avg_pool, max_pool
+from nets.layers.padding import pads
 
 # (input shape, window, strides, padding): ResNet's stem, VGG/LeNet, AlexNet, Inception's
 # ceil-mode pads, NASNet's stride-1 SAME.
@@ -44,7 +45,7 @@ def test_values_and_gradient_are_flax_linen_max_pool(shape, window, strides, pad
 def test_bad_arguments_are_named():
     x = np.zeros((1, 4, 4, 2), np.float32)
     with pytest.raises(
-        ValueError, match=r"padding must be 'SAME', 'VALID', an int or pairs, got 'FULL'"
+        ValueError, match=r"padding must be 'SAME', 'SYMMETRIC', 'VALID', an int or pairs, got 'FULL'"
     ):
         max_pool(x, (2, 2), (2, 2), "FULL")
     with pytest.raises(ValueError, match=r"\[batch, height, width, channels\], got \(4, 4, 2\)"):
@@ -70,6 +71,20 @@ def test_average_pooling_is_flax_linens(strides, padding, count_include_pad):
         nn.avg_pool(x, (3, 3), (strides,) * 2, flax_padding, count_include_pad),
         rtol=1e-6,
     )
+
+
+def test_padding_conventions():
+    # 3x3 at stride 2 on an even map: TensorFlow pads after, PyTorch on both sides.
+    assert pads("SAME", (8, 8), (3, 3), (2, 2)) == ((0, 1), (0, 1))
+    assert pads("SYMMETRIC", (8, 8), (3, 3), (2, 2)) == ((1, 1), (1, 1))
+    assert pads("SYMMETRIC", (7, 7), (7, 7), (2, 2)) == ((3, 3), (3, 3))
+    assert pads("same", (7, 9), (3, 3), (2, 2)) == ((1, 1), (1, 1))
+    assert pads(2, (5, 5), (3, 3), (1, 1)) == ((2, 2), (2, 2))
+    assert pads(((0, 1), (2, 3)), (5, 5), (3, 3), (1, 1)) == ((0, 1), (2, 3))
+    x = jnp.arange(64.0).reshape(1, 8, 8, 1)
+    torch_like = max_pool(x, 3, 2, "SYMMETRIC")  # MaxPool2d(3, 2, padding=1)
+    np.testing.assert_array_equal(torch_like[0, :, 0, 0], [9, 25, 41, 57])
+    np.testing.assert_array_equal(max_pool(x, 3, 2, "SAME")[0, :, 0, 0], [18, 34, 50, 58])
 
 
 def test_max_pool_ceil_mode_keeps_the_partial_window():

@@ -39,7 +39,7 @@ class Conv(nn.Module):
     features: int
     kernel_size: Sequence[int]
     strides: int | Sequence[int] = 1
-    padding: str | int | Sequence[int | tuple[int, int]] = "SAME"
+    padding: pad.PaddingLike = "SAME"
     input_dilation: int | Sequence[int] = 1
     kernel_dilation: int | Sequence[int] = 1
     feature_group_count: int = 1
@@ -74,7 +74,8 @@ class Conv(nn.Module):
         strides = pad.pair(self.strides, "strides")
         input_dilation = pad.pair(self.input_dilation, "input_dilation")
         kernel_dilation = pad.pair(self.kernel_dilation, "kernel_dilation")
-        padding = pad.pads(self.padding, inputs.shape[1:3], kernel_size, strides)
+        extent = tuple(d * (k - 1) + 1 for k, d in zip(kernel_size, kernel_dilation, strict=True))
+        padding = pad.pads(self.padding, inputs.shape[1:3], extent, strides)
         # Dilated or cropping (negative padding) convolutions are rare: XLA's own runs them.
         plain = input_dilation == kernel_dilation == (1, 1) and min(sum(padding, ())) >= 0
         if self._resolved_impl() == "cpu_fast" and plain:
@@ -106,8 +107,8 @@ class Conv(nn.Module):
 
 
 def _lax_padding(padding: pad.PaddingLike, pads: pad.Pads) -> str | pad.Pads:
-    """What XLA's own convolution is given: its own 'SAME'/'VALID' (which depend on the dilation
-    that `pads` does not see), or the explicit pads."""
-    if isinstance(padding, str):
+    """What XLA's own convolution is given: its own 'SAME'/'VALID' (which also see input
+    dilation), or the explicit pads."""
+    if isinstance(padding, str) and padding.upper() in ("SAME", "VALID"):
         return padding.upper()
     return pads

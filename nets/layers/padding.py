@@ -1,7 +1,11 @@
 """Padding conventions, in one place: how a window of `k` taps at stride `s` pads a map of `n`.
 
-- `'SAME'` (TensorFlow, Slim, Keras): `ceil(n / s)` outputs; the total padding
-  `max((out - 1) * s + k - n, 0)` is split with the extra pixel at the end (bottom/right).
+- `'SAME'` (TensorFlow, Slim, Keras, the Flax examples): `ceil(n / s)` outputs; the total
+  padding `max((out - 1) * s + k - n, 0)` is split with the extra pixel at the end (bottom/right).
+- `'SYMMETRIC'` (PyTorch's `padding=k // 2`, timm and torchvision): `(k - 1) // 2` pixels on both
+  sides. It equals 'SAME' at stride 1 for odd `k`; at stride 2 on an even map 'SAME' pads
+  `(k // 2 - 1, k // 2)`, which shifts every window by a pixel: weights trained with one
+  convention compute another function under the other.
 - an int `p` (PyTorch): `p` pixels on both sides.
 - `'VALID'`: none.
 - explicit pairs `((top, bottom), (left, right))`.
@@ -51,8 +55,12 @@ def _axis_pads(padding: PaddingLike, axis: int, n: int, k: int, s: int) -> tuple
         mode = padding.upper()
         if mode == "VALID":
             return 0, 0
+        if mode == "SYMMETRIC":
+            return (k - 1) // 2, (k - 1) // 2
         if mode != "SAME":
-            raise ValueError(f"padding must be 'SAME', 'VALID', an int or pairs, got {padding!r}")
+            raise ValueError(
+                f"padding must be 'SAME', 'SYMMETRIC', 'VALID', an int or pairs, got {padding!r}"
+            )
         total = max((-(-n // s) - 1) * s + k - n, 0)
         return total // 2, total - total // 2
     if isinstance(padding, int):

@@ -1,0 +1,129 @@
+"""Published ImageNet weights in our networks: `load(name, path, ...)`, which
+`nets_factory.load_pretrained` is, and `fill`, which fine-tuning in `train.py` uses.
+
+The file is read (`files`), its architecture found with the conventions its weights were trained
+with (`architectures`), the network built with them, and every tensor placed into the network's
+variables (`convert`), with one-line errors for a file that does not fit.
+"""
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from pretrained import architectures, convert, files
+from pretrained.architectures import Architecture, Pretrained
+from pretrained.files import WeightFileError, is_weight_file
+
+__all__ = ["Pretrained", "WeightFileError", "conventions", "fill", "is_weight_file", "load"]
+
+
+def conventions(name: str, path: str | Path, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with the constructor fields the weights at `path` need; raises `ValueError` when
+    `kwargs` set one of them otherwise (the network would compute another function)."""
+    return _conventions(
+        *architectures.find(name, files.read_config(path).get("architecture")), kwargs
+    )
+
+
+def _conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dict[str, Any]:
+    for key, value in arch.convention.items():
+        if key in kwargs and kwargs[key] != value:
+            raise ValueError(
+                f"{source}'s weights were trained with {key}={value!r}; "
+                f"{key}={kwargs[key]!r} would compute another function"
+            )
+    return {**kwargs, **arch.convention}
+
+
+def fill(
+    name: str, path: str | Path, network_fn: Any, variables: dict, exclude: Sequence[str] = ()
+) -> tuple[dict, list[str], Pretrained]:
+    """`variables` (arrays, or abstract ones) with the tensors of the file at `path`.
+
+    `network_fn` must have been built with `conventions(name, path, ...)`. A classifier whose
+    class count differs from the file's keeps its values, and so does every variable whose
+    `collection/path` matches a regex of `exclude`. Returns the variables, the names of those
+    kept, and what the weights expect of their inputs.
+    """
+    return _fill(files.read(path), name, network_fn, variables, exclude)
+
+
+def _fill(
+    weights: files.WeightFile, name: str, network_fn: Any, variables: dict, exclude: Sequence[str]
+) -> tuple[dict, list[str], Pretrained]:
+    source, arch = architectures.find(name, weights.architecture)
+    file_classes = _file_classes(weights, arch)
+    shapes = convert.leaf_shapes(variables)
+    head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
+    keep_head = bool(head) and shapes[head[0][:-1] + ("bias",)][-1] == file_classes
+    steps = convert.plan(
+        {k: v.shape for k, v in weights.tensors.items()},
+        shapes,
+        arch.layout(network_fn.module),
+        skip=lambda path: path in head and not keep_head,
+        skip_sources=lambda key: key.startswith(arch.source_head + ".") and not keep_head,
+        what=str(weights.path),
+    )
+    patterns = [re.compile(p) for p in exclude]
+    excluded = lambda path: any(p.search("/".join(path)) for p in patterns)  # noqa: E731
+    steps = [s for s in steps if not excluded(s.target)]
+    filled = {s.target for s in steps}
+    kept = ["/".join(p) for p in shapes if p not in filled]
+    info = Pretrained(
+        source=source,
+        file=str(weights.path),
+        class_names=architectures.imagenet_class_names()
+        if keep_head and file_classes == 1000
+        else (),
+        **architectures.preprocessing(weights.config),
+    )
+    return convert.apply(steps, weights.tensors, variables), kept, info
+
+
+def load(
+    name: str,
+    path: str | Path,
+    num_classes: int | None = None,
+    weight_decay: float = 0.0,
+    is_training: bool = False,
+    rng: jax.Array | None = None,
+    **kwargs: Any,
+):
+    """`(network_fn, variables)` for the weights at `path`; see `nets_factory.load_pretrained`."""
+    import nets_factory  # the door imports this package lazily; the loop closes here
+
+    weights = files.read(path)
+    source, arch = architectures.find(name, weights.architecture)
+    kwargs = _conventions(source, arch, kwargs)
+    if num_classes is None:
+        num_classes = _file_classes(weights, arch)
+    network_fn = nets_factory.get_network_fn(
+        arch.network, num_classes, weight_decay, is_training, **kwargs
+    )
+    size = network_fn.default_image_size
+    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
+    variables, kept, info = _fill(weights, name, network_fn, abstract, ())
+    if kept:  # a new classifier: initialised as `init` would
+        fresh = jax.jit(network_fn.init)(rng if rng is not None else jax.random.key(0), images)
+        variables = jax.tree.map(
+            lambda ours, new: new if isinstance(ours, jax.ShapeDtypeStruct) else ours,
+            variables,
+            fresh,
+        )
+    network_fn = dataclasses.replace(network_fn, pretrained=info)
+    return network_fn, jax.tree.map(jnp.asarray, variables)
+
+
+def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:
+    key = f"{arch.source_head}.weight"
+    if key not in weights.tensors:
+        raise WeightFileError(
+            f"{weights.path} has no classifier {key!r}: not a {arch.network} file"
+        )
+    return int(weights.tensors[key].shape[0])

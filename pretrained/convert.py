@@ -1,0 +1,120 @@
+"""Filling a network's variables from a file's tensors, with every tensor accounted for.
+
+A family's *layout* translates one of our module paths (`('BottleneckResNetBlock_3',
+'Conv_1')`) into the source's module prefix (`'layer2.0.conv2'`); the leaf names and layouts of
+PyTorch's tensors are the same for every family (`LEAVES`, `_permutation`). `plan` checks the
+whole file against the whole network before anything is converted, so a bad file fails with one
+line naming the first tensor that does not fit: a missing one, a shape that differs, or tensors
+the network does not use (a file for another architecture).
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+from pretrained.files import WeightFileError
+
+Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
+Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
+
+# Our leaf names -> PyTorch's: convolution/dense weights, BatchNorm's affine and statistics.
+LEAVES = {
+    "kernel": "weight",
+    "scale": "weight",
+    "bias": "bias",
+    "mean": "running_mean",
+    "var": "running_var",
+}
+DROPPED = ("num_batches_tracked",)  # PyTorch's BatchNorm counter: no counterpart
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One variable: which tensor fills it, and how its axes move."""
+
+    target: Path
+    source: str
+    permutation: tuple[int, ...] | None
+
+
+def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
+    """PyTorch -> ours: conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]` -> `[k, k, 1, c]`),
+    dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
+    if leaf == "kernel" and ndim == 4:
+        return (2, 3, 1, 0)
+    if leaf == "kernel" and ndim == 2:
+        return (1, 0)
+    return None
+
+
+def plan(
+    source_shapes: Mapping[str, tuple[int, ...]],
+    target_shapes: Mapping[Path, tuple[int, ...]],
+    layout: Layout,
+    skip: Callable[[Path], bool] = lambda path: False,
+    skip_sources: Callable[[str], bool] = lambda key: False,
+    what: str = "the file",
+) -> list[Step]:
+    """The steps filling every target not `skip`ped from the sources, each source used once.
+
+    Raises `WeightFileError` for a missing tensor, a shape mismatch, or unused tensors (besides
+    `DROPPED` and `skip_sources`, e.g. a classifier that fine-tuning replaces).
+    """
+    steps, used = [], set()
+    for path, shape in target_shapes.items():
+        if skip(path):
+            continue
+        source = f"{layout(path[1:-1])}.{LEAVES[path[-1]]}"
+        where = "/".join(path)
+        if source not in source_shapes:
+            raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
+        permutation = _permutation(path[-1], len(shape))
+        got = tuple(source_shapes[source])
+        moved = (
+            tuple(got[i] for i in permutation) if permutation and len(got) == len(shape) else got
+        )
+        if moved != tuple(shape):
+            raise WeightFileError(
+                f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
+                f"(a file for another configuration of the network?)"
+            )
+        steps.append(Step(path, source, permutation))
+        used.add(source)
+    unused = sorted(
+        k
+        for k in source_shapes
+        if k not in used and not k.endswith(DROPPED) and not skip_sources(k)
+    )
+    if unused:
+        shown = ", ".join(map(repr, unused[:3])) + (", ..." if len(unused) > 3 else "")
+        raise WeightFileError(
+            f"{len(unused)} tensor(s) of {what} fill no variable of this network: {shown} "
+            "(a file for another architecture?)"
+        )
+    return steps
+
+
+def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict) -> dict:
+    """`variables` (a nested dict; abstract leaves allowed where a step fills them) with each
+    step's tensor in place, as float32 numpy arrays."""
+    out = jax.tree.map(lambda leaf: leaf, variables)
+    for step in steps:
+        value = np.asarray(tensors[step.source], np.float32)
+        if step.permutation:
+            value = np.ascontiguousarray(value.transpose(step.permutation))
+        node = out
+        for key in step.target[:-1]:
+            node = node[key]
+        node[step.target[-1]] = value
+    return out
+
+
+def leaf_shapes(variables: Any) -> dict[Path, tuple[int, ...]]:
+    """`{('params', 'conv_init', 'kernel'): (7, 7, 3, 64), ...}` of a variable tree."""
+    return {
+        tuple(k.key for k in path): tuple(leaf.shape)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(variables)
+    }

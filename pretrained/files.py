@@ -1,0 +1,131 @@
+"""Reading weight files into `{name: numpy array}`, with no framework required where possible.
+
+- `.safetensors` (the Hugging Face Hub's format for timm weights): `safetensors.numpy`, no torch.
+- a folder holding `model.safetensors` (or `pytorch_model.bin`) and `config.json`: the Hub's
+  layout, read as one unit; `config.json` names the architecture and its preprocessing.
+- `.pth` / `.pt` / `.bin` (torchvision's downloads): read with torch when it is installed.
+
+Nothing here downloads anything: paths are local files.
+"""
+
+import dataclasses
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class WeightFileError(ValueError):
+    """A weight file that cannot be read or does not fit the network; the message is one line."""
+
+
+TORCH_SUFFIXES = (".pth", ".pt", ".bin")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightFile:
+    """A file's tensors, and what its `config.json` says (empty without one)."""
+
+    path: Path
+    tensors: dict[str, np.ndarray]
+    config: dict[str, Any]
+
+    @property
+    def architecture(self) -> str | None:
+        return self.config.get("architecture")
+
+
+def is_weight_file(path: str | Path) -> bool:
+    """Whether `path` is a published-weights file or Hub folder (rather than a training run)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return any((path / name).exists() for name in WEIGHT_FILES)
+    return path.suffix.lower() in (".safetensors", *TORCH_SUFFIXES, ".h5", ".hdf5", ".keras")
+
+
+def read(path: str | Path) -> WeightFile:
+    """The tensors of a weight file or a Hub folder; one-line errors for what cannot be read."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise WeightFileError(f"no such weight file or folder: {path}")
+    config = read_config(path)
+    if path.is_dir():
+        found = [path / name for name in WEIGHT_FILES if (path / name).exists()]
+        if not found:
+            raise WeightFileError(f"{path} holds none of {', '.join(WEIGHT_FILES)}")
+        path = found[0]
+    return WeightFile(path, _read_tensors(path), config)
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The Hub `config.json` of a folder, or beside a `model.safetensors` in one; else `{}`."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    elif path.name in WEIGHT_FILES:
+        path = path.parent / "config.json"
+    else:
+        return {}
+    if not path.exists():
+        return {}
+    try:
+        config = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WeightFileError(f"{path} is not a JSON config: {e}") from None
+    if not isinstance(config, dict):
+        raise WeightFileError(f"{path} is not a JSON object")
+    return config
+
+
+def _read_tensors(path: Path) -> dict[str, np.ndarray]:
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        return _read_safetensors(path)
+    if suffix in TORCH_SUFFIXES:
+        return _read_torch(path)
+    if suffix in (".h5", ".hdf5", ".keras"):
+        raise WeightFileError(
+            f"{path}: Keras files are not readable yet; convert the network to safetensors "
+            "or use its timm / torchvision weights"
+        )
+    raise WeightFileError(
+        f"{path}: unknown weight format {suffix or '(no suffix)'}; expected .safetensors, "
+        f"{', '.join(TORCH_SUFFIXES)}, or a folder with {' or '.join(WEIGHT_FILES)}"
+    )
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise WeightFileError(f"{path} is not a readable safetensors file: {e}") from None
+
+
+def _read_torch(path: Path) -> dict[str, np.ndarray]:
+    try:
+        import torch
+    except ImportError:
+        raise WeightFileError(
+            f"{path} is a PyTorch file, and torch is not installed: `pip install torch` (the CPU "
+            "build is enough), or convert it to safetensors where torch is installed: "
+            "`safetensors.torch.save_file(torch.load(path), 'model.safetensors')`"
+        ) from None
+    if not zipfile.is_zipfile(path):
+        raise WeightFileError(f"{path} is not a PyTorch file (torch.save writes zip archives)")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = state.get("state_dict", state) if isinstance(state, dict) else state
+    if not isinstance(state, dict):
+        raise WeightFileError(f"{path} holds a {type(state).__name__}, not a state dict")
+    return {k: _numpy(v) for k, v in state.items()}
+
+
+def _numpy(tensor) -> np.ndarray:
+    """float32 for floating tensors (numpy has no bfloat16), the tensor's own dtype otherwise."""
+    tensor = tensor.detach()
+    return (tensor.float() if tensor.is_floating_point() else tensor).numpy()

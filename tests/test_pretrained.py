@@ -1,0 +1,238 @@
+"""load_pretrained: parity with the reference implementation on fixtures timm produced
+(tools/make_parity_fixtures.py), full-size state dicts converted abstractly, and every bad file
+answered with one line."""
+
+import json
+import shutil
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import nets_factory
+from nets.resnet import BottleneckResNetBlock
+from pretrained import WeightFileError, architectures, convert
+
+FIXTURES = Path(__file__).with_name("fixtures")
+
+# Each fixture's small timm network, as `load_pretrained` keyword arguments.
+PARITY = {
+    "resnet_basic": ("resnet18", {"stage_sizes": (2, 1, 1, 1), "num_filters": 8}),
+    "resnet_bottleneck": ("resnet50", {"stage_sizes": (2, 1, 1, 1), "num_filters": 8}),
+    "resnext": (
+        "resnext50_32x4d",
+        {
+            "stage_sizes": (1, 1, 1, 1),
+            "num_filters": 8,
+            "block_cls": partial(BottleneckResNetBlock, groups=4, width_per_group=16),
+        },
+    ),
+}
+
+
+def expected(case):
+    return load_file(FIXTURES / "parity" / case / "expected.safetensors")
+
+
+def relative_error(logits, reference):
+    return float(np.max(np.abs(np.asarray(logits) - reference)) / np.max(np.abs(reference)))
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    name, kwargs = PARITY[case]
+    network_fn, variables = nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **kwargs)
+    reference = expected(case)
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert network_fn.is_training is False and "predictions" in end_points
+    # The convention matters: the same weights under TensorFlow's SAME padding compute another
+    # function (the relative error is 0.5-0.9 on these fixtures).
+    same = nets_factory.get_network_fn(name, 10, **kwargs)
+    wrong, _ = jax.jit(same.apply)(variables, reference["images"])
+    assert relative_error(wrong, reference["logits"]) > 0.05
+
+
+def test_pretrained_says_what_the_weights_expect():
+    network_fn, _ = nets_factory.load_pretrained(
+        "resnet18", FIXTURES / "parity" / "resnet_basic", **PARITY["resnet_basic"][1]
+    )
+    info = network_fn.pretrained
+    assert info.source == "resnet18" and info.file.endswith("model.safetensors")
+    assert (info.image_size, info.crop_fraction, info.interpolation) == (224, 0.875, "bilinear")
+    assert info.mean == architectures.IMAGENET_MEAN and info.class_names == ()  # 10 classes
+    assert network_fn.module.padding == "SYMMETRIC"
+
+
+def test_hub_config_sets_the_preprocessing(tmp_path):
+    folder = copy_fixture(tmp_path, "resnet_basic")
+    config = json.loads((folder / "config.json").read_text())
+    config["pretrained_cfg"] = {
+        "input_size": [3, 160, 160],
+        "crop_pct": 0.95,
+        "interpolation": "bicubic",
+        "mean": [0.5] * 3,
+        "std": [0.25] * 3,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    network_fn, _ = nets_factory.load_pretrained("resnet18", folder, **PARITY["resnet_basic"][1])
+    info = network_fn.pretrained
+    assert (info.image_size, info.crop_fraction, info.interpolation) == (160, 0.95, "bicubic")
+    assert info.mean == (0.5,) * 3 and info.std == (0.25,) * 3
+
+
+def test_imagenet_class_names():
+    names = architectures.imagenet_class_names()
+    assert len(names) == 1000 and len(set(names)) > 990
+    assert (names[0], names[1], names[999]) == ("tench", "goldfish", "toilet tissue")
+
+
+def test_fine_tuning_replaces_the_head_and_keeps_the_rest():
+    case = FIXTURES / "parity" / "resnet_bottleneck"
+    kwargs = PARITY["resnet_bottleneck"][1]
+    _, reference = nets_factory.load_pretrained("resnet50", case, **kwargs)
+    network_fn, variables = nets_factory.load_pretrained(
+        "resnet50", case, num_classes=3, is_training=True, rng=jax.random.key(7), **kwargs
+    )
+    assert network_fn.is_training and variables["params"]["Dense_0"]["kernel"].shape == (256, 3)
+    assert not np.any(np.asarray(variables["params"]["Dense_0"]["bias"]))  # zeros, as init makes
+    for part in ("params", "batch_stats"):
+        ours = {k: v for k, v in variables[part].items() if k != "Dense_0"}
+        theirs = {k: v for k, v in reference[part].items() if k != "Dense_0"}
+        jax.tree.map(np.testing.assert_array_equal, ours, theirs)
+    features_fn, features = nets_factory.load_pretrained("resnet50", case, num_classes=0, **kwargs)
+    assert "Dense_0" not in features["params"]
+    pooled, _ = features_fn.apply(features, expected("resnet_bottleneck")["images"])
+    assert pooled.shape == (2, 256)
+
+
+def test_a_contradicting_convention_is_refused():
+    with pytest.raises(ValueError, match=r"trained with padding='SYMMETRIC'; padding='SAME'"):
+        nets_factory.load_pretrained(
+            "resnet18", FIXTURES / "parity" / "resnet_basic", padding="SAME", num_filters=8
+        )
+
+
+def test_networks_without_published_weights_say_which_have_them():
+    with pytest.raises(ValueError, match=r"no published weights load into 'lenet' yet.*resnet50"):
+        nets_factory.load_pretrained("lenet", FIXTURES / "parity" / "resnet_basic")
+
+
+def state_dict_index():
+    index, name = {}, None
+    for line in (FIXTURES / "state_dicts.txt").read_text().splitlines():
+        if line.startswith("["):
+            name = line[1:-1]
+            index[name] = {}
+        elif name and line and not line.startswith("#"):
+            key, shape = line.split(" ")
+            index[name][key] = tuple(int(n) for n in shape.split(",") if n)
+    return index
+
+
+@pytest.mark.parametrize("architecture", sorted(state_dict_index()))
+def test_full_size_state_dicts_fill_every_variable_with_every_tensor(architecture):
+    arch = architectures.ARCHITECTURES[architecture]
+    network_fn = nets_factory.get_network_fn(arch.network, 1000, **arch.convention)
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
+    shapes = convert.leaf_shapes(abstract)
+    steps = convert.plan(state_dict_index()[architecture], shapes, arch.layout(network_fn.module))
+    assert {s.target for s in steps} == set(shapes)  # and plan raised on any unused tensor
+
+
+# Bad files: one line each, through the public API.
+
+
+def copy_fixture(tmp_path, case="resnet_basic"):
+    folder = tmp_path / case
+    shutil.copytree(FIXTURES / "parity" / case, folder)
+    return folder
+
+
+def load_basic(path, **kw):
+    return nets_factory.load_pretrained("resnet18", path, **PARITY["resnet_basic"][1], **kw)
+
+
+def edit_tensors(folder, change):
+    tensors = load_file(folder / "model.safetensors")
+    change(tensors)
+    save_file(tensors, folder / "model.safetensors")
+
+
+def test_missing_tensor(tmp_path):
+    folder = copy_fixture(tmp_path)
+    edit_tensors(folder, lambda t: t.pop("layer2.0.conv1.weight"))
+    with pytest.raises(WeightFileError, match=r"no tensor 'layer2.0.conv1.weight' for params/"):
+        load_basic(folder)
+
+
+def test_shape_mismatch_names_both_shapes(tmp_path):
+    folder = copy_fixture(tmp_path)
+    edit_tensors(folder, lambda t: t.update({"bn1.weight": np.ones(9, np.float16)}))
+    with pytest.raises(WeightFileError, match=r"'bn1.weight' has shape \(9,\); .* needs \(8,\)"):
+        load_basic(folder)
+
+
+def test_unused_tensor(tmp_path):
+    folder = copy_fixture(tmp_path)
+    edit_tensors(folder, lambda t: t.update({"layer5.0.conv1.weight": np.ones((2, 2, 1, 1))}))
+    with pytest.raises(WeightFileError, match=r"1 tensor\(s\) .* fill no variable.*'layer5"):
+        load_basic(folder)
+
+
+def test_a_file_for_another_architecture(tmp_path):
+    folder = copy_fixture(tmp_path)
+    (folder / "config.json").write_text(json.dumps({"architecture": "vit_base_patch16_224"}))
+    with pytest.raises(WeightFileError, match=r"config.json is for 'vit_base_patch16_224'"):
+        load_basic(folder)
+    with pytest.raises(WeightFileError, match=r"config.json is for 'resnet18', not 'resnet50'"):
+        nets_factory.load_pretrained("resnet50", FIXTURES / "parity" / "resnet_basic")
+    # Without a config, the tensors tell: a BasicBlock file has no third convolution.
+    shutil.copy(
+        FIXTURES / "parity" / "resnet_basic" / "model.safetensors", tmp_path / "r.safetensors"
+    )
+    with pytest.raises(WeightFileError, match=r"no tensor 'layer1.0.bn3.running_mean' for batch_stats/Bottleneck"):
+        nets_factory.load_pretrained("resnet50", tmp_path / "r.safetensors", num_filters=8)
+
+
+def test_unreadable_and_unknown_files(tmp_path):
+    with pytest.raises(WeightFileError, match=r"no such weight file or folder"):
+        load_basic(tmp_path / "nothing.safetensors")
+    (tmp_path / "w.npz").write_bytes(b"PK")
+    with pytest.raises(WeightFileError, match=r"unknown weight format .npz; expected .safetensors"):
+        load_basic(tmp_path / "w.npz")
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 16)
+    with pytest.raises(WeightFileError, match=r"not a readable safetensors file"):
+        load_basic(tmp_path / "bad.safetensors")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(WeightFileError, match=r"holds none of model.safetensors"):
+        load_basic(tmp_path / "empty")
+    (tmp_path / "w.h5").write_bytes(b"")
+    with pytest.raises(WeightFileError, match=r"Keras files are not readable yet"):
+        load_basic(tmp_path / "w.h5")
+
+
+def test_torch_files_need_torch_or_say_how(tmp_path):
+    # torch is never a test dependency: without it, the message says what to do.
+    (tmp_path / "resnet18.pth").write_bytes(b"not a zip")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(WeightFileError, match=r"torch is not installed: `pip install torch`"):
+            load_basic(tmp_path / "resnet18.pth")
+    else:
+        with pytest.raises(WeightFileError, match=r"not a PyTorch file"):
+            load_basic(tmp_path / "resnet18.pth")
+
+
+def test_numpy_weights_run_in_the_converted_layout():
+    # A converted kernel is HWIO: the first output channel of the stem equals a hand convolution.
+    _, variables = load_basic(FIXTURES / "parity" / "resnet_basic")
+    torch_weight = load_file(FIXTURES / "parity" / "resnet_basic" / "model.safetensors")
+    kernel = np.asarray(variables["params"]["conv_init"]["kernel"])
+    np.testing.assert_array_equal(kernel, torch_weight["conv1.weight"].transpose(2, 3, 1, 0))

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from pretrained import architectures, convert, files
-from pretrained.architectures import Architecture, Pretrained
+from pretrained.architectures import Pretrained
+from pretrained.convert import Architecture
 from pretrained.files import WeightFileError, is_weight_file
 
 __all__ = ["Pretrained", "WeightFileError", "conventions", "fill", "is_weight_file", "load"]

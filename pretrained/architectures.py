@@ -1,21 +1,19 @@
 """Which published architectures load into which of our networks, and with which conventions.
 
-One table: a timm or torchvision architecture name -> our registry name, the constructor fields
-the weights were trained with (their padding convention, ...), the family's state-dict layout,
-and the preprocessing the weights expect when the file does not say (torchvision's: resize to
-256, centre crop 224, bilinear). Our registry names are accepted too: each maps to the
-architecture of the same function.
+Each family's module (`pretrained/resnet.py`, ...) has a table from a timm or torchvision
+architecture name to an `Architecture`: our registry name, the constructor fields the weights
+were trained with (their padding convention, ...), the family's state-dict layout. Our registry
+names are keys too, where ours is the same function. `Pretrained` defaults to the preprocessing
+torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a file does not say.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import flax.linen as nn
-
 from pretrained import resnet
-from pretrained.convert import Layout
+from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -37,43 +35,8 @@ class Pretrained:
     class_names: tuple[str, ...] = ()  # one per logit; empty when the head was replaced
 
 
-@dataclasses.dataclass(frozen=True)
-class Architecture:
-    network: str  # our registry name
-    convention: Mapping[str, Any]  # constructor fields the weights need
-    layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
-    head: tuple[str, ...]  # our classifier's module path
-    source_head: str  # the file's classifier prefix
-
-
-# torchvision's and timm's ResNets pad 3x3 convolutions and the stem pool on both sides.
-_TORCH_RESNET = {"padding": "SYMMETRIC"}
-
-
-def _resnet(network: str) -> Architecture:
-    return Architecture(
-        network,
-        _TORCH_RESNET,
-        lambda module: resnet.layout(module.stage_sizes),
-        resnet.HEAD,
-        "fc",
-    )
-
-
-ARCHITECTURES: dict[str, Architecture] = {
-    name: _resnet(name)
-    for name in (
-        "resnet18",
-        "resnet34",
-        "resnet50",
-        "resnet101",
-        "resnet152",
-        "wide_resnet50_2",
-        "wide_resnet101_2",
-        "resnext50_32x4d",
-        "resnext101_32x8d",
-    )
-}
+# One table per family (`pretrained/<family>.py`), merged.
+ARCHITECTURES: dict[str, Architecture] = {**resnet.ARCHITECTURES}
 
 
 def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:

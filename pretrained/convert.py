@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import flax.linen as nn
 import jax
 import numpy as np
 
@@ -29,6 +30,17 @@ LEAVES = {
     "var": "running_var",
 }
 DROPPED = ("num_batches_tracked",)  # PyTorch's BatchNorm counter: no counterpart
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """How one published architecture's files load into one of our networks."""
+
+    network: str  # our registry name
+    convention: Mapping[str, Any]  # constructor fields the weights need (their padding, ...)
+    layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
+    head: tuple[str, ...]  # our classifier's module path
+    source_head: str  # the file's classifier prefix
 
 
 @dataclasses.dataclass(frozen=True)

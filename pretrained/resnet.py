@@ -9,9 +9,7 @@ the whole network, `Dense_0`.
 import re
 from collections.abc import Sequence
 
-from pretrained.convert import Layout
-
-HEAD = ("Dense_0",)  # our classifier's module path; the source's is "fc"
+from pretrained.convert import Architecture, Layout
 
 _STEM = {"conv_init": "conv1", "bn_init": "bn1", "Dense_0": "fc"}
 _IN_BLOCK = {"conv_proj": "downsample.0", "norm_proj": "downsample.1"}
@@ -32,3 +30,32 @@ def layout(stage_sizes: Sequence[int]) -> Layout:
         return f"layer{stage}.{j}.{'conv' if kind == 'Conv' else 'bn'}{int(index) + 1}"
 
     return source
+
+
+def _architecture(network: str) -> Architecture:
+    # torchvision's and timm's ResNets pad 3x3 convolutions and the stem pool on both sides.
+    return Architecture(
+        network,
+        {"padding": "SYMMETRIC"},
+        lambda module: layout(module.stage_sizes),
+        head=("Dense_0",),
+        source_head="fc",
+    )
+
+
+# timm's and torchvision's names, which are ours too. Slim's resnet_v1_* are not here: Slim
+# strides the last block of a stage, these networks its first.
+ARCHITECTURES = {
+    name: _architecture(name)
+    for name in (
+        "resnet18",
+        "resnet34",
+        "resnet50",
+        "resnet101",
+        "resnet152",
+        "wide_resnet50_2",
+        "wide_resnet101_2",
+        "resnext50_32x4d",
+        "resnext101_32x8d",
+    )
+}

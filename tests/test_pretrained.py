@@ -1,5 +1,5 @@
 """load_pretrained: parity with the reference implementation on fixtures timm produced
-(tools/make_parity_fixtures.py), full-size state dicts converted abstractly, and every bad file
+(tools/fixtures_<family>.py), full-size state dicts converted abstractly, and every bad file
 answered with one line."""
 
 import json
@@ -123,14 +123,16 @@ def test_networks_without_published_weights_say_which_have_them():
 
 
 def state_dict_index():
+    """`{architecture: {key: shape}}` of every family's index in fixtures/state_dicts/."""
     index, name = {}, None
-    for line in (FIXTURES / "state_dicts.txt").read_text().splitlines():
-        if line.startswith("["):
-            name = line[1:-1]
-            index[name] = {}
-        elif name and line and not line.startswith("#"):
-            key, shape = line.split(" ")
-            index[name][key] = tuple(int(n) for n in shape.split(",") if n)
+    for path in sorted((FIXTURES / "state_dicts").glob("*.txt")):
+        for line in path.read_text().splitlines():
+            if line.startswith("["):
+                name = line[1:-1]
+                index[name] = {}
+            elif name and line and not line.startswith("#"):
+                key, shape = line.split(" ")
+                index[name][key] = tuple(int(n) for n in shape.split(",") if n)
     return index
 
 

@@ -1,0 +1,68 @@
+"""Parity fixtures of the ResNet family (see tools/parity.py for how to run it)."""
+
+import torch
+from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from timm.models.resnet import BasicBlock, Bottleneck, ResNet, make_blocks  # noqa: E402
+
+
+def small_resnet(block, layers, channels, **block_args) -> ResNet:
+    """timm's ResNet with a stem of `channels[0]` filters (timm's is always 64 wide, as is ours
+    at full size; ours is `num_filters` wide, so small tests shrink it too)."""
+    model = ResNet(block, layers, num_classes=10, channels=channels, **block_args)
+    model.conv1 = torch.nn.Conv2d(3, channels[0], 7, stride=2, padding=3, bias=False)
+    model.bn1 = torch.nn.BatchNorm2d(channels[0])
+    stages, _ = make_blocks(
+        (block,) * len(channels),
+        channels,
+        layers,
+        channels[0],
+        act_layer=torch.nn.ReLU,
+        norm_layer=torch.nn.BatchNorm2d,
+        aa_layer=None,
+        **block_args,
+    )
+    for name, stage in stages:
+        setattr(model, name, stage)
+    return model
+
+
+# name -> (architecture in config.json, the small timm network, image size); the tests hold the
+# matching `load_pretrained` keyword arguments.
+CASES = {
+    "resnet_basic": (
+        "resnet18",
+        lambda: small_resnet(BasicBlock, (2, 1, 1, 1), (8, 16, 32, 64)),
+        48,
+    ),
+    "resnet_bottleneck": (
+        "resnet50",
+        lambda: small_resnet(Bottleneck, (2, 1, 1, 1), (8, 16, 32, 64)),
+        40,
+    ),
+    "resnext": (
+        "resnext50_32x4d",
+        lambda: small_resnet(
+            Bottleneck, (1, 1, 1, 1), (8, 16, 32, 64), cardinality=4, base_width=16
+        ),
+        44,
+    ),
+}
+
+# Full-size networks whose state-dict index (keys and shapes) the tests convert.
+FULL_SIZE = [
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+    "resnext50_32x4d",
+    "resnext101_32x8d",
+]
+
+
+if __name__ == "__main__":
+    for case, (arch, build, size) in CASES.items():
+        write_case(case, arch, build, size)
+    write_index("resnet", FULL_SIZE)

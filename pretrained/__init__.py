@@ -83,7 +83,7 @@ def _fill(
         class_names=architectures.imagenet_class_names()
         if keep_head and file_classes == 1000
         else (),
-        **architectures.preprocessing(weights.config),
+        **{**arch.preprocessing, **architectures.preprocessing(weights.config)},
     )
     return convert.apply(steps, weights.tensors, variables), kept, info
 

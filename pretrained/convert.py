@@ -44,6 +44,9 @@ class Architecture:
     # The file's module prefixes the network leaves out, as the reference does when it loads them
     # (torchvision's training-only auxiliary classifiers).
     dropped: tuple[str, ...] = ()
+    # `Pretrained` fields for files without a config.json that says them, where the weights
+    # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]).
+    preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def drops(self, key: str) -> bool:
         """Whether the file's tensor `key` belongs to a module the network leaves out."""

@@ -91,6 +91,11 @@ def googlenet_layout(path: tuple[str, ...]) -> str:
     return ".".join(path)
 
 
+# torchvision's `transform_input=True` (set when its weights load) turns ImageNet-normalised
+# images into `(x - 0.5) / 0.5`, which these weights expect; timm's configs say the same.
+_INCEPTION_INPUTS = {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
+
+
 def _inception_v3(count_include_pad: bool) -> Architecture:
     convention = {
         "batch_norm_scale": True,
@@ -104,6 +109,7 @@ def _inception_v3(count_include_pad: bool) -> Architecture:
         head=("Logits", "Conv2d_1c_1x1"),
         source_head="fc",
         dropped=("AuxLogits",),
+        preprocessing={"image_size": 299, **_INCEPTION_INPUTS},
     )
 
 
@@ -125,5 +131,6 @@ ARCHITECTURES = {
         head=("fc",),
         source_head="fc",
         dropped=("aux1", "aux2"),
+        preprocessing=_INCEPTION_INPUTS,
     ),
 }

@@ -50,8 +50,9 @@ def test_logits_are_the_references(case):
     assert relative_error(logits, reference["logits"]) <= 1e-4
     if wrong is None:
         return
-    # The average pools' convention matters (the BatchNorm scale is a variable: it stays): the relative error is 1.8 (torchvision's weights) and 0.94 (Slim's) on these fixtures.
-    # For Slim's weights that is also what timm computes with them.
+    # The average pools' convention matters (the BatchNorm scale is a variable: it stays). The
+    # relative error is 1.8 (torchvision's weights) and 0.94 (Slim's, where it is also what timm
+    # computes with them) on these fixtures.
     other = nets_factory.get_network_fn(name, 10, create_aux_logits=False, **wrong, **kwargs)
     wrong_logits, _ = jax.jit(other.apply)(variables, reference["images"])
     assert relative_error(wrong_logits, reference["logits"]) > 0.1
@@ -61,6 +62,8 @@ def test_torchvision_weights_load_with_their_conventions_and_without_aux_heads()
     network_fn, variables = nets_factory.load_pretrained(
         "inception_v3", PARITY / "inception_v3", **V3
     )
+    info = network_fn.pretrained  # a file without a config: the architecture's inputs
+    assert (info.image_size, info.mean, info.std) == (299, (0.5,) * 3, (0.5,) * 3)
     module = network_fn.module
     assert (module.batch_norm_scale, module.count_include_pad, module.create_aux_logits) == (
         True,
@@ -83,6 +86,16 @@ def test_torchvision_weights_load_with_their_conventions_and_without_aux_heads()
     np.testing.assert_array_equal(
         params["Logits"]["Conv2d_1c_1x1"]["kernel"], tensors["fc.weight"].T[None, None]
     )
+    # Fine-tuning to 3 classes: only the classifier is left to initialise.
+    kwargs = pretrained.conventions("inception_v3", PARITY / "inception_v3", dict(V3))
+    network_fn = nets_factory.get_network_fn("inception_v3", 3, is_training=True, **kwargs)
+    images = jax.ShapeDtypeStruct((1, 107, 107, 3), jnp.float32)
+    abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
+    _, kept, _ = pretrained.fill("inception_v3", PARITY / "inception_v3", network_fn, abstract)
+    assert sorted(kept) == [
+        "params/Logits/Conv2d_1c_1x1/bias",
+        "params/Logits/Conv2d_1c_1x1/kernel",
+    ]
     with pytest.raises(ValueError, match=r"create_aux_logits=False; create_aux_logits=True"):
         nets_factory.load_pretrained(
             "inception_v3", PARITY / "inception_v3", create_aux_logits=True, **V3
@@ -113,7 +126,11 @@ def test_googlenet_aux_heads_load_when_asked_for_and_fine_tuning_replaces_the_he
     kwargs = CASES["googlenet"][1]
     tensors = load_file(PARITY / "googlenet" / "model.safetensors")
     assert any(k.startswith(("aux1.", "aux2.")) for k in tensors)
-    _, variables = nets_factory.load_pretrained("googlenet", PARITY / "googlenet", **kwargs)
+    network_fn, variables = nets_factory.load_pretrained(
+        "googlenet", PARITY / "googlenet", **kwargs
+    )
+    info = network_fn.pretrained  # torchvision's transform_input, as preprocessing
+    assert (info.image_size, info.mean, info.std) == (224, (0.5,) * 3, (0.5,) * 3)
     assert "aux1" not in variables["params"] and "aux2" not in variables["params"]
     network_fn = nets_factory.get_network_fn("googlenet", 10, aux_logits=True, **kwargs)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)

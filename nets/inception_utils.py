@@ -69,27 +69,37 @@ class Builder:
     conv_bn: `ConvNormAct` with the network's convolution and BatchNorm settings, and ReLU.
     conv: the plain convolution (dtype and initialiser bound) for layers without BatchNorm.
     depth: the width function (Slim's `depth()`), applied to every `Conv2d` of a table.
+    count_include_pad: whether `AvgPool` layers divide by the whole window (PyTorch's
+      `avg_pool2d`) rather than by the pixels inside the input (TensorFlow's, Slim's).
     """
 
     conv_bn: ModuleDef
     conv: ModuleDef
     depth: Callable[[int], int] = keep_depth
+    count_include_pad: bool = False
 
 
 def slim_builder(
-    conv: ModuleDef, dtype: Any, train: bool, depth: Callable[[int], int] = keep_depth
+    conv: ModuleDef,
+    dtype: Any,
+    train: bool,
+    depth: Callable[[int], int] = keep_depth,
+    batch_norm_scale: bool = False,
+    count_include_pad: bool = False,
 ) -> Builder:
     """Slim's `inception_arg_scope` (and `inception_resnet_v2_arg_scope`, the same by default).
 
     Every `conv2d` is bias-free, followed by BatchNorm (decay 0.9997, epsilon 0.001, no scale:
     `beta` only) and ReLU. Batch statistics in training, running averages otherwise.
+    `batch_norm_scale` and `count_include_pad` are conventions of weights trained elsewhere
+    (torchvision's `BasicConv2d` has a BatchNorm scale; PyTorch's average pools count the padding).
     """
-    norm = batch_norm(SLIM_INCEPTION, train, dtype)
+    norm = batch_norm(SLIM_INCEPTION._replace(use_scale=batch_norm_scale), train, dtype)
     conv = functools.partial(conv, dtype=dtype, kernel_init=he_fan_in)
     conv_bn = functools.partial(
         ConvNormAct, conv=conv, norm=norm, act=nn.relu, norm_name="BatchNorm"
     )
-    return Builder(conv_bn=conv_bn, conv=conv, depth=depth)
+    return Builder(conv_bn=conv_bn, conv=conv, depth=depth, count_include_pad=count_include_pad)
 
 
 # Layers as data. Each is called as `layer(x, builder)` inside a module's compact method, so the
@@ -129,11 +139,13 @@ class MaxPool:
 
 
 class AvgPool(MaxPool):
-    """Average pooling as TensorFlow computes it: SAME padding is left out of each average."""
+    """Average pooling; as TensorFlow computes it (SAME padding left out of each average) unless
+    `builder.count_include_pad`."""
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
-        del builder
-        return avg_pool(x, self.window, self.stride, self.padding, count_include_pad=False)
+        return avg_pool(
+            x, self.window, self.stride, self.padding, count_include_pad=builder.count_include_pad
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,9 +251,19 @@ class SlimInception(nn.Module):
     dropout_rate: float = 0.2  # Slim's dropout_keep_prob=0.8, before the logits
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    # Conventions of weights trained outside Slim (pretrained/inception.py): torchvision's
+    # BatchNorm has a scale (`gamma`), PyTorch's average pools count the padding.
+    batch_norm_scale: bool = False
+    count_include_pad: bool = False
 
     def builder(self, train: bool) -> Builder:
-        return slim_builder(self.conv, self.dtype, train)
+        return slim_builder(
+            self.conv,
+            self.dtype,
+            train,
+            batch_norm_scale=self.batch_norm_scale,
+            count_include_pad=self.count_include_pad,
+        )
 
     def run(
         self, table: tuple, x: jax.Array, builder: Builder, stem: str
@@ -266,7 +288,9 @@ class ThinnableInception(SlimInception):
 
     def builder(self, train: bool) -> Builder:
         depth = depth_fn(self.depth_multiplier, self.min_depth)
-        return slim_builder(self.conv, self.dtype, train, depth)
+        return slim_builder(
+            self.conv, self.dtype, train, depth, self.batch_norm_scale, self.count_include_pad
+        )
 
 
 def reduction_b(widths: tuple[int, int, int, int, int, int]) -> tuple[tuple[Any, ...], ...]:

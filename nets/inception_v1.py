@@ -29,6 +29,7 @@ from nets.inception_utils import (
     MaxPool,
     Mixed,
     ThinnableInception,
+    depth_fn,
 )
 from nets.layers import (
     TORCH_INCEPTION,
@@ -168,6 +169,9 @@ class GoogLeNet(nn.Module):
     `predictions`. With `aux_logits=True`, training also gives `aux_logits1` (on `inception4a`)
     and `aux_logits2` (on `inception4d`), torchvision's `GoogLeNetOutputs` names; `init` always
     creates their parameters. torchvision's `transform_input` is preprocessing and is not here.
+
+    `depth_multiplier` and `min_depth` are not torchvision's: they thin every convolution as
+    `InceptionV1`'s do, for small test networks (the parity fixtures of pretrained loading).
     """
 
     default_image_size: ClassVar[int] = 224
@@ -177,6 +181,8 @@ class GoogLeNet(nn.Module):
     aux_logits: bool = False
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    depth_multiplier: float = 1.0
+    min_depth: int = 16
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -185,7 +191,8 @@ class GoogLeNet(nn.Module):
             self.conv, dtype=self.dtype, kernel_init=nn.initializers.truncated_normal(0.01)
         )
         conv_bn = functools.partial(ConvNormAct, conv=conv, norm=norm, act=nn.relu)
-        builder = Builder(conv_bn=conv_bn, conv=conv)
+        depth = depth_fn(self.depth_multiplier, self.min_depth)
+        builder = Builder(conv_bn=conv_bn, conv=conv, depth=depth)
         modules = {torch_name: widths for _, torch_name, widths in _MODULES}
         with_aux = bool(self.num_classes) and self.aux_logits
         end_points = {}

@@ -27,7 +27,7 @@ def conventions(name: str, path: str | Path, kwargs: dict[str, Any]) -> dict[str
     """`kwargs` with the constructor fields the weights at `path` need; raises `ValueError` when
     `kwargs` set one of them otherwise (the network would compute another function)."""
     return _conventions(
-        *architectures.find(name, files.read_config(path).get("architecture")), kwargs
+        *architectures.find(name, architectures.file_architecture(files.read_config(path))), kwargs
     )
 
 
@@ -57,7 +57,7 @@ def fill(
 def _fill(
     weights: files.WeightFile, name: str, network_fn: Any, variables: dict, exclude: Sequence[str]
 ) -> tuple[dict, list[str], Pretrained]:
-    source, arch = architectures.find(name, weights.architecture)
+    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
     file_classes = _file_classes(weights, arch)
     shapes = convert.leaf_shapes(variables)
     head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
@@ -67,7 +67,9 @@ def _fill(
         shapes,
         arch.layout(network_fn.module),
         skip=lambda path: path in head and not keep_head,
-        skip_sources=lambda key: key.startswith(arch.source_head + ".") and not keep_head,
+        skip_sources=lambda key: (
+            arch.drops(key) or (key.startswith(arch.source_head + ".") and not keep_head)
+        ),
         what=str(weights.path),
     )
     patterns = [re.compile(p) for p in exclude]
@@ -81,7 +83,7 @@ def _fill(
         class_names=architectures.imagenet_class_names()
         if keep_head and file_classes == 1000
         else (),
-        **architectures.preprocessing(weights.config),
+        **{**arch.preprocessing, **architectures.preprocessing(weights.config)},
     )
     return convert.apply(steps, weights.tensors, variables), kept, info
 
@@ -120,7 +122,7 @@ def load(
     import nets_factory  # the door imports this package lazily; the loop closes here
 
     weights = files.read(path)
-    source, arch = architectures.find(name, weights.architecture)
+    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
     kwargs = _conventions(source, arch, kwargs)
     if num_classes is None:
         num_classes = _file_classes(weights, arch)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import resnet
+from pretrained import inception, resnet
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -36,7 +36,7 @@ class Pretrained:
 
 
 # One table per family (`pretrained/<family>.py`), merged.
-ARCHITECTURES: dict[str, Architecture] = {**resnet.ARCHITECTURES}
+ARCHITECTURES: dict[str, Architecture] = {**resnet.ARCHITECTURES, **inception.ARCHITECTURES}
 
 
 def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
@@ -44,7 +44,8 @@ def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
     if name not in ARCHITECTURES:
         known = ", ".join(sorted(ARCHITECTURES))
         raise ValueError(f"no published weights load into {name!r} yet; those that do: {known}")
-    if file_architecture is not None:
+    # A name with a tag (`inception_v3.tf_in1k`) says which weights an untagged config's are.
+    if file_architecture is not None and not name.startswith(f"{file_architecture}."):
         theirs = ARCHITECTURES.get(file_architecture)
         if theirs is None or theirs.network != ARCHITECTURES[name].network:
             raise WeightFileError(
@@ -52,6 +53,14 @@ def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
             )
         name = file_architecture
     return name, ARCHITECTURES[name]
+
+
+def file_architecture(config: Mapping[str, Any]) -> str | None:
+    """A Hub config.json's architecture, with timm's pretrained tag (`inception_v3.tf_in1k`)
+    where the table has an entry for the tagged weights (they need other conventions)."""
+    name = config.get("architecture")
+    tag = config.get("pretrained_cfg", {}).get("tag")
+    return f"{name}.{tag}" if f"{name}.{tag}" in ARCHITECTURES else name
 
 
 def preprocessing(config: Mapping[str, Any]) -> dict[str, Any]:

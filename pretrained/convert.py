@@ -41,6 +41,16 @@ class Architecture:
     layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
     head: tuple[str, ...]  # our classifier's module path
     source_head: str  # the file's classifier prefix
+    # The file's module prefixes the network leaves out, as the reference does when it loads them
+    # (torchvision's training-only auxiliary classifiers).
+    dropped: tuple[str, ...] = ()
+    # `Pretrained` fields for files without a config.json that says them, where the weights
+    # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]).
+    preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def drops(self, key: str) -> bool:
+        """Whether the file's tensor `key` belongs to a module the network leaves out."""
+        return key.startswith(tuple(f"{prefix}." for prefix in self.dropped))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +60,12 @@ class Step:
     target: Path
     source: str
     permutation: tuple[int, ...] | None
+    shape: tuple[int, ...] | None = None  # reshaped to, after the permutation
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
-    """PyTorch -> ours: conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]` -> `[k, k, 1, c]`),
-    dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
+    """PyTorch -> ours (`ndim` the source's): conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]`
+    -> `[k, k, 1, c]`), dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
     if leaf == "kernel" and ndim == 4:
         return (2, 3, 1, 0)
     if leaf == "kernel" and ndim == 2:
@@ -83,17 +94,18 @@ def plan(
         where = "/".join(path)
         if source not in source_shapes:
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
-        permutation = _permutation(path[-1], len(shape))
         got = tuple(source_shapes[source])
-        moved = (
-            tuple(got[i] for i in permutation) if permutation and len(got) == len(shape) else got
-        )
-        if moved != tuple(shape):
+        permutation = _permutation(path[-1], len(got))
+        moved = tuple(got[i] for i in permutation) if permutation else got
+        # A Linear's `[out, in]` weight as a 1x1 convolution's `[1, 1, in, out]` kernel (Slim's
+        # classifiers are convolutions where PyTorch's are Linear).
+        reshape = tuple(shape) if len(moved) == 2 and tuple(shape) == (1, 1, *moved) else None
+        if moved != tuple(shape) and reshape is None:
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
                 f"(a file for another configuration of the network?)"
             )
-        steps.append(Step(path, source, permutation))
+        steps.append(Step(path, source, permutation, reshape))
         used.add(source)
     unused = sorted(
         k
@@ -117,6 +129,8 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
         value = np.asarray(tensors[step.source], np.float32)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
+        if step.shape:
+            value = value.reshape(step.shape)
         node = out
         for key in step.target[:-1]:
             node = node[key]

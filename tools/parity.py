@@ -32,10 +32,10 @@ timm = import_timm()
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
 
-def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
-    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training;
-    finally every value rounded to float16, in which the fixture stores them (half the bytes;
-    the logits are computed from the rounded values, in float32)."""
+def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size: int = 56) -> None:
+    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training on
+    `calibration_size` pixel images; finally every value rounded to float16, in which the fixture
+    stores them (half the bytes; the logits are computed from the rounded values, in float32)."""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -46,7 +46,7 @@ def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
                 module.bias.normal_(0.0, 0.1, generator=generator)
         model.train()
         for _ in range(4):
-            model(torch.randn(8, 3, 56, 56, generator=generator))
+            model(torch.randn(8, 3, calibration_size, calibration_size, generator=generator))
         for tensor in model.state_dict().values():
             if tensor.is_floating_point():
                 tensor.copy_(tensor.half().float())
@@ -54,12 +54,18 @@ def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
 
 
 def write_case(
-    name: str, architecture: str, build: Callable[[], torch.nn.Module], size: int
+    name: str,
+    architecture: str,
+    build: Callable[[], torch.nn.Module],
+    size: int,
+    calibration_size: int = 56,
+    config: dict | None = None,
 ) -> None:
+    """`config` adds to config.json (timm's `pretrained_cfg`, ...)."""
     generator = torch.Generator().manual_seed(sum(map(ord, name)))
     torch.manual_seed(0)
     model = build()
-    perturb(model, generator)
+    perturb(model, generator, calibration_size)
     images = torch.randn(2, 3, size, size, generator=generator)
     with torch.no_grad():
         logits = model(images)
@@ -70,7 +76,7 @@ def write_case(
         for k, v in model.state_dict().items()
     }
     save_file(state, folder / "model.safetensors")
-    config = {"architecture": architecture, "num_classes": 10}
+    config = {"architecture": architecture, "num_classes": 10, **(config or {})}
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     save_file(
         {
@@ -82,14 +88,19 @@ def write_case(
     print(f"{name}: {sum(v.size for v in state.values()):,} values, logits {tuple(logits.shape)}")
 
 
-def write_index(family: str, architectures: list[str]) -> None:
-    """The key and shape of every tensor of timm's full-size `architectures`, as an index."""
+def write_index(
+    family: str,
+    architectures: list[str],
+    create: Callable[[str], torch.nn.Module] | None = None,
+) -> None:
+    """The key and shape of every tensor of timm's full-size `architectures` (or of those
+    `create(architecture)` builds, for networks timm lacks), as an index."""
     lines = [
         f"# key shape of every tensor of timm's full-size networks (tools/fixtures_{family}.py)"
     ]
     for architecture in architectures:
         with torch.device("meta"):
-            model = timm.create_model(architecture, pretrained=False)
+            model = (create or timm.create_model)(architecture)
         lines.append(f"[{architecture}]")
         lines += [f"{k} {','.join(map(str, v.shape))}" for k, v in model.state_dict().items()]
     (ROOT / "state_dicts" / f"{family}.txt").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,137 @@
+"""load_pretrained for MobileNet V2 / V3: parity with timm on fixtures made by
+tools/fixtures_mobilenet.py, each convention shown to matter, and timm's layout."""
+
+import jax
+import numpy as np
+import pytest
+
+import nets_factory
+from nets.mobilenet import BlockDef
+from pretrained import WeightFileError, architectures
+from tests.test_pretrained import FIXTURES, expected, relative_error
+
+# Each fixture's small timm network (see its arch_def in tools/fixtures_mobilenet.py), as
+# `load_pretrained` keyword arguments. timm's `num_features` is our `last_filters` (V2: our
+# `head_filters`) of 256 times the multiplier.
+LARGE = (
+    BlockDef(1, 16, 3),
+    BlockDef(4, 24, 3, 2),
+    BlockDef(3, 24, 3),
+    BlockDef(3, 40, 5, 2, se=True, hswish=True),
+    BlockDef(2.5, 40, 3, se=True, hswish=True),
+)
+SMALL = (
+    BlockDef(1, 16, 3, 2, se=True),
+    BlockDef(4.5, 24, 3, 2),
+    BlockDef(3.67, 24, 3),
+    BlockDef(4, 40, 5, 2, se=True, hswish=True),
+    BlockDef(6, 40, 5, se=True, hswish=True),
+)
+SMALL_MINIMAL = tuple(b._replace(se=False, hswish=False, kernel_size=3) for b in SMALL)
+V2 = (
+    BlockDef(1, 16, 3),
+    BlockDef(6, 24, 3, 2),
+    BlockDef(6, 24, 3),
+    BlockDef(6, 32, 3, 2),
+    BlockDef(6, 32, 3),
+)
+PARITY = {
+    "mobilenetv3_large_tf": (
+        "tf_mobilenetv3_large_100",
+        {"blocks": LARGE, "last_filters": 256, "depth_multiplier": 0.25},
+    ),
+    "mobilenetv3_small": (
+        "mobilenetv3_small_100",
+        {"blocks": SMALL, "last_filters": 256, "depth_multiplier": 0.35},
+    ),
+    "mobilenetv3_small_minimal_tf": (
+        "tf_mobilenetv3_small_minimal_100",
+        {"blocks": SMALL_MINIMAL, "last_filters": 256, "depth_multiplier": 0.35},
+    ),
+    "mobilenetv2": (
+        "mobilenetv2_100",
+        {"blocks": V2, "head_filters": 256, "depth_multiplier": 0.5},
+    ),
+}
+# The other convention (padding, BatchNorm epsilon) of each fixture's architecture.
+OTHER = {
+    "SAME": {"padding": "SYMMETRIC", "bn_epsilon": 1e-5},
+    "SYMMETRIC": {"padding": "SAME", "bn_epsilon": 1e-3},
+}
+
+
+def load(case, **kw):
+    name, kwargs = PARITY[case]
+    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **kwargs, **kw)
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    network_fn, variables = load(case)
+    reference = expected(case)
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert "predictions" in end_points
+
+    # Each convention matters: under the other padding, or the other epsilon alone, the same
+    # weights compute another function (relative errors 0.3-1.8, and 0.03-0.04 for the epsilon).
+    name, kwargs = PARITY[case]
+    arch = architectures.ARCHITECTURES[name]
+    other = OTHER[arch.convention["padding"]]
+    for wrong in (other, {**arch.convention, "bn_epsilon": other["bn_epsilon"]}):
+        fn = nets_factory.get_network_fn(arch.network, 10, **kwargs, **wrong)
+        logits, _ = jax.jit(fn.apply)(variables, reference["images"])
+        assert relative_error(logits, reference["logits"]) > 0.01, wrong
+
+
+def test_the_architecture_sets_the_conventions():
+    tf_fn, _ = load("mobilenetv3_large_tf")
+    torch_fn, _ = load("mobilenetv3_small")
+    assert (tf_fn.module.padding, tf_fn.module.bn_epsilon) == ("SAME", 1e-3)
+    assert (torch_fn.module.padding, torch_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-5)
+    with pytest.raises(ValueError, match=r"trained with bn_epsilon=1e-05; bn_epsilon=0.001"):
+        load("mobilenetv3_small", bn_epsilon=1e-3)
+
+
+def test_default_fields_are_slims():
+    module = nets_factory.get_network_fn("mobilenet_v3_large", 10).module
+    assert (module.padding, module.bn_epsilon) == ("SAME", 1e-3)
+
+
+def test_timm_layout_names_both_block_kinds_and_the_heads():
+    # Our registry's full-size networks, laid out as timm's: the first block has no expansion
+    # (timm's DepthwiseSeparableConv), the others are InvertedResiduals; timm's stages are the
+    # runs of equal widths.
+    v3 = architectures.ARCHITECTURES["mobilenetv3_large_100"]
+    layout = v3.layout(nets_factory.get_network_fn("mobilenet_v3_large", 1000).module)
+    assert layout(("expanded_conv", "project", "bn")) == "blocks.0.0.bn2"
+    assert layout(("expanded_conv_3", "depthwise", "conv")) == "blocks.2.0.conv_dw"
+    assert layout(("expanded_conv_5", "squeeze_excite", "Conv_1")) == "blocks.2.2.se.conv_expand"
+    assert layout(("expanded_conv_14", "project", "bn")) == "blocks.5.2.bn3"
+    assert layout(("Conv_1", "bn")) == "blocks.6.0.bn1"
+    assert layout(("Conv_2", "conv")) == "conv_head"
+    v2 = architectures.ARCHITECTURES["mobilenetv2_100"]
+    layout = v2.layout(nets_factory.get_network_fn("mobilenet_v2", 1000).module)
+    assert layout(("expanded_conv_16", "expand", "conv")) == "blocks.6.0.conv_pw"
+    assert (layout(("Conv_1", "conv")), layout(("Conv_1", "bn"))) == ("conv_head", "bn2")
+
+
+def test_edgetpu_has_no_timm_layout():
+    module = nets_factory.get_network_fn("mobilenet_edgetpu", 1000).module
+    with pytest.raises(ValueError, match=r"EdgeTPU blocks"):
+        architectures.ARCHITECTURES["mobilenetv2_100"].layout(module)
+
+
+def test_a_v2_file_is_not_a_v3_network():
+    with pytest.raises(WeightFileError, match=r"config.json is for 'mobilenetv2_100'"):
+        nets_factory.load_pretrained("mobilenetv3_large_100", FIXTURES / "parity" / "mobilenetv2")
+
+
+def test_pretrained_weights_fine_tune_with_a_new_head():
+    network_fn, variables = load("mobilenetv3_small", num_classes=3, is_training=True)
+    assert variables["params"]["Logits"]["kernel"].shape == (88, 3)
+    _, reference = load("mobilenetv3_small")
+    np.testing.assert_array_equal(
+        variables["params"]["Conv_2"]["conv"]["kernel"],
+        reference["params"]["Conv_2"]["conv"]["kernel"],
+    )

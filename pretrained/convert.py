@@ -50,11 +50,13 @@ class Step:
     target: Path
     source: str
     permutation: tuple[int, ...] | None
+    reshape: tuple[int, ...] | None = None  # after the permutation: a dense weight as a 1x1 conv
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
-    """PyTorch -> ours: conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]` -> `[k, k, 1, c]`),
-    dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
+    """PyTorch -> ours, by the rank of PyTorch's tensor: conv weights OIHW -> HWIO (depthwise
+    `[c, 1, k, k]` -> `[k, k, 1, c]`), dense weights `[out, in]` -> `[in, out]`; everything else
+    as it is."""
     if leaf == "kernel" and ndim == 4:
         return (2, 3, 1, 0)
     if leaf == "kernel" and ndim == 2:
@@ -83,17 +85,18 @@ def plan(
         where = "/".join(path)
         if source not in source_shapes:
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
-        permutation = _permutation(path[-1], len(shape))
         got = tuple(source_shapes[source])
-        moved = (
-            tuple(got[i] for i in permutation) if permutation and len(got) == len(shape) else got
-        )
-        if moved != tuple(shape):
+        permutation = _permutation(path[-1], len(got))
+        moved = tuple(got[i] for i in permutation) if permutation else got
+        # A dense weight filling a 1x1 convolution (torchvision's MobileNetV3 head: Linear).
+        dense_as_conv = path[-1] == "kernel" and len(got) == 2 and tuple(shape) == (1, 1, *moved)
+        reshape = tuple(shape) if dense_as_conv else None
+        if moved != tuple(shape) and reshape is None:
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
                 f"(a file for another configuration of the network?)"
             )
-        steps.append(Step(path, source, permutation))
+        steps.append(Step(path, source, permutation, reshape))
         used.add(source)
     unused = sorted(
         k
@@ -117,6 +120,8 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
         value = np.asarray(tensors[step.source], np.float32)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
+        if step.reshape:
+            value = value.reshape(step.reshape)
         node = out
         for key in step.target[:-1]:
             node = node[key]

@@ -1,9 +1,10 @@
-"""load_pretrained for MobileNet V2 / V3: parity with timm on fixtures made by
-tools/fixtures_mobilenet.py, each convention shown to matter, and timm's layout."""
+"""load_pretrained for MobileNet V2 / V3: parity with timm and torchvision on fixtures made by
+tools/fixtures_mobilenet.py, each convention shown to matter, and both layouts."""
 
 import jax
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 import nets_factory
 from nets.mobilenet import BlockDef
@@ -53,11 +54,32 @@ PARITY = {
         {"blocks": V2, "head_filters": 256, "depth_multiplier": 0.5},
     ),
 }
-# The other convention (padding, BatchNorm epsilon) of each fixture's architecture.
-OTHER = {
-    "SAME": {"padding": "SYMMETRIC", "bn_epsilon": 1e-5},
-    "SYMMETRIC": {"padding": "SAME", "bn_epsilon": 1e-3},
+# torchvision's: width 0.5, V3 Small's first block, then widths that halve cleanly.
+TV_V3 = (
+    BlockDef(1, 16, 3, 2, se=True),
+    BlockDef(4, 32, 3, 2),
+    BlockDef(3, 32, 3),
+    BlockDef(3, 48, 5, 2, se=True, hswish=True),
+    BlockDef(3, 48, 5, se=True, hswish=True),
+)
+PARITY |= {
+    "tv_mobilenet_v3": (
+        "mobilenet_v3_large",
+        {"blocks": TV_V3, "head_filters": 288, "last_filters": 256, "depth_multiplier": 0.5},
+    ),
+    # torchvision keeps V2's last conv 1280 wide below width 1: Slim's finegrain mode.
+    "tv_mobilenet_v2": (
+        "mobilenet_v2",
+        {"blocks": V2, "depth_multiplier": 0.5, "finegrain_classification_mode": True},
+    ),
 }
+
+
+def wrong_conventions(convention):
+    """The architecture's convention with the other padding, and with the other epsilon."""
+    padding = {"SAME": "SYMMETRIC", "SYMMETRIC": "SAME"}[convention["padding"]]
+    epsilon = {1e-3: 1e-5, 1e-5: 1e-3}[convention["bn_epsilon"]]
+    return [{**convention, "padding": padding}, {**convention, "bn_epsilon": epsilon}]
 
 
 def load(case, **kw):
@@ -74,11 +96,10 @@ def test_logits_are_the_references(case):
     assert "predictions" in end_points
 
     # Each convention matters: under the other padding, or the other epsilon alone, the same
-    # weights compute another function (relative errors 0.3-1.8, and 0.03-0.04 for the epsilon).
+    # weights compute another function (relative errors 0.28-1.8, and 0.027-0.08 for the epsilon).
     name, kwargs = PARITY[case]
     arch = architectures.ARCHITECTURES[name]
-    other = OTHER[arch.convention["padding"]]
-    for wrong in (other, {**arch.convention, "bn_epsilon": other["bn_epsilon"]}):
+    for wrong in wrong_conventions(arch.convention):
         fn = nets_factory.get_network_fn(arch.network, 10, **kwargs, **wrong)
         logits, _ = jax.jit(fn.apply)(variables, reference["images"])
         assert relative_error(logits, reference["logits"]) > 0.01, wrong
@@ -91,6 +112,11 @@ def test_the_architecture_sets_the_conventions():
     assert (torch_fn.module.padding, torch_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-5)
     with pytest.raises(ValueError, match=r"trained with bn_epsilon=1e-05; bn_epsilon=0.001"):
         load("mobilenetv3_small", bn_epsilon=1e-3)
+    # Our registry name is torchvision's; a Hub folder's config.json names timm's network instead.
+    folder = FIXTURES / "parity" / "mobilenetv3_small"
+    fn, _ = nets_factory.load_pretrained("mobilenet_v3_small", folder, **PARITY[folder.name][1])
+    assert fn.pretrained.source == "mobilenetv3_small_100"
+    assert (fn.module.padding, fn.module.bn_epsilon) == ("SYMMETRIC", 1e-5)
 
 
 def test_default_fields_are_slims():
@@ -116,10 +142,37 @@ def test_timm_layout_names_both_block_kinds_and_the_heads():
     assert (layout(("Conv_1", "conv")), layout(("Conv_1", "bn"))) == ("conv_head", "bn2")
 
 
-def test_edgetpu_has_no_timm_layout():
+def test_torchvision_layout_numbers_the_layers_that_exist():
+    # torchvision numbers each block's layers: the first V3 Small block has no expansion, so its
+    # squeeze-excite is layer 1 and its projection layer 2; V2's projection is two entries.
+    small = architectures.ARCHITECTURES["mobilenet_v3_small"]
+    layout = small.layout(nets_factory.get_network_fn("mobilenet_v3_small", 1000).module)
+    assert layout(("expanded_conv", "squeeze_excite", "Conv")) == "features.1.block.1.fc1"
+    assert layout(("expanded_conv", "project", "bn")) == "features.1.block.2.1"
+    assert layout(("expanded_conv_3", "project", "conv")) == "features.4.block.3.0"
+    assert layout(("Conv_1", "bn")) == "features.12.1"
+    assert (layout(("Conv_2", "conv")), layout(("Logits",))) == ("classifier.0", "classifier.3")
+    v2 = architectures.ARCHITECTURES["mobilenet_v2"]
+    layout = v2.layout(nets_factory.get_network_fn("mobilenet_v2", 1000).module)
+    assert layout(("expanded_conv", "project", "bn")) == "features.1.conv.2"
+    assert layout(("expanded_conv_1", "project", "conv")) == "features.2.conv.2"
+    assert layout(("expanded_conv_1", "project", "bn")) == "features.2.conv.3"
+    assert layout(("Conv_1", "conv")) == "features.18.0"
+    assert layout(("Logits",)) == "classifier.1"
+
+
+def test_torchvision_linear_fills_the_1x1_conv_after_the_pool():
+    _, variables = load("tv_mobilenet_v3")
+    tensors = load_file(FIXTURES / "parity" / "tv_mobilenet_v3" / "model.safetensors")
+    kernel = np.asarray(variables["params"]["Conv_2"]["conv"]["kernel"])
+    np.testing.assert_array_equal(kernel[0, 0], tensors["classifier.0.weight"].T)
+
+
+def test_edgetpu_has_no_layout():
     module = nets_factory.get_network_fn("mobilenet_edgetpu", 1000).module
-    with pytest.raises(ValueError, match=r"EdgeTPU blocks"):
-        architectures.ARCHITECTURES["mobilenetv2_100"].layout(module)
+    for name in ("mobilenetv2_100", "mobilenet_v2"):
+        with pytest.raises(ValueError, match=r"EdgeTPU's fused blocks have no"):
+            architectures.ARCHITECTURES[name].layout(module)
 
 
 def test_a_v2_file_is_not_a_v3_network():

@@ -4,13 +4,16 @@ Each case is timm's own `MobileNetV3` / `EfficientNet` class, built from a reduc
 (timm's block strings: `ds` depthwise-separable, `ir` inverted residual, `cn` conv-BN-act; `k`
 kernel, `s` stride, `e` expansion, `c` channels, `se0.25` squeeze-excite, `nre` ReLU instead of
 the network's activation) with a channel multiplier, exactly as `_gen_mobilenet_v3` /
-`_gen_mobilenet_v2` build the full-size networks. The input sizes make the stride-2 layers see
-both even and odd maps (54 -> 27 -> 14 -> 7; 45 -> 23 -> 12 -> 6 -> 3; 50 -> 25 -> 13 -> 7).
+`_gen_mobilenet_v2` build the full-size networks; torchvision's are its own classes with reduced
+settings (`torchvision_mobilenet.py` rebuilds them: torchvision is not installed here). The input
+sizes make the stride-2 layers see both even and odd maps (54 -> 27 -> 14 -> 7; 45 -> 23 -> 12
+-> 6 -> 3; 50 -> 25 -> 13 -> 7).
 """
 
 from functools import partial
 
 import torch
+import torchvision_mobilenet as tv  # torchvision's modules, rebuilt
 from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
 from timm.models._efficientnet_blocks import SqueezeExcite  # noqa: E402
 from timm.models._efficientnet_builder import (  # noqa: E402
@@ -110,7 +113,33 @@ CASES = {
         54,
     ),
     "mobilenetv2": ("mobilenetv2_100", lambda: small_v2(V2, 0.5, **TORCH), 50),
+    # torchvision's, at width 0.5: V3 Small's first block (depthwise-separable, squeeze-excite,
+    # stride 2), then V3 Large's widths doubled to halve cleanly; its Linear to `last_channel`.
+    "tv_mobilenet_v3": (
+        "mobilenet_v3_large",
+        lambda: tv.MobileNetV3(
+            [
+                tv.InvertedResidualConfig(*row, width_mult=0.5)
+                for row in [
+                    (16, 3, 16, 16, True, "RE", 2, 1),
+                    (16, 3, 64, 32, False, "RE", 2, 1),
+                    (32, 3, 96, 32, False, "RE", 1, 1),
+                    (32, 5, 96, 48, True, "HS", 2, 1),
+                    (48, 5, 144, 48, True, "HS", 1, 1),
+                ]
+            ],
+            last_channel=128,
+            num_classes=10,
+        ),
+        54,
+    ),
+    "tv_mobilenet_v2": (
+        "mobilenet_v2",
+        lambda: tv.MobileNetV2(10, 0.5, [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 2, 2]]),
+        45,
+    ),
 }
+TORCHVISION = ("mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small")
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert.
 FULL_SIZE = [
@@ -122,10 +151,17 @@ FULL_SIZE = [
     "mobilenetv3_small_100",
     "mobilenetv2_100",
     "mobilenetv2_140",
+    *TORCHVISION,
 ]
+
+
+def create(name: str) -> torch.nn.Module:
+    if name in TORCHVISION:
+        return tv.create_model(name)
+    return timm.create_model(name, pretrained=False)
 
 
 if __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
-    write_index("mobilenet", FULL_SIZE)
+    write_index("mobilenet", FULL_SIZE, create)

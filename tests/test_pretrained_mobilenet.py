@@ -124,41 +124,49 @@ def test_default_fields_are_slims():
     assert (module.padding, module.bn_epsilon) == ("SAME", 1e-3)
 
 
-def test_timm_layout_names_both_block_kinds_and_the_heads():
-    # Our registry's full-size networks, laid out as timm's: the first block has no expansion
-    # (timm's DepthwiseSeparableConv), the others are InvertedResiduals; timm's stages are the
-    # runs of equal widths.
-    v3 = architectures.ARCHITECTURES["mobilenetv3_large_100"]
-    layout = v3.layout(nets_factory.get_network_fn("mobilenet_v3_large", 1000).module)
-    assert layout(("expanded_conv", "project", "bn")) == "blocks.0.0.bn2"
-    assert layout(("expanded_conv_3", "depthwise", "conv")) == "blocks.2.0.conv_dw"
-    assert layout(("expanded_conv_5", "squeeze_excite", "Conv_1")) == "blocks.2.2.se.conv_expand"
-    assert layout(("expanded_conv_14", "project", "bn")) == "blocks.5.2.bn3"
-    assert layout(("Conv_1", "bn")) == "blocks.6.0.bn1"
-    assert layout(("Conv_2", "conv")) == "conv_head"
-    v2 = architectures.ARCHITECTURES["mobilenetv2_100"]
-    layout = v2.layout(nets_factory.get_network_fn("mobilenet_v2", 1000).module)
-    assert layout(("expanded_conv_16", "expand", "conv")) == "blocks.6.0.conv_pw"
-    assert (layout(("Conv_1", "conv")), layout(("Conv_1", "bn"))) == ("conv_head", "bn2")
+# (architecture, our full-size network) -> {our module path: the file's prefix}. timm: the first
+# block has no expansion (its DepthwiseSeparableConv: conv_dw, bn1, conv_pw, bn2), the others are
+# InvertedResiduals, and its stages are the runs of equal widths. torchvision numbers each block's
+# layers: the first V3 Small block has no expansion, so its squeeze-excite is layer 1 and its
+# projection layer 2; V2's projection is two entries of the block (a conv, then a BatchNorm).
+LAYOUTS = {
+    ("mobilenetv3_large_100", "mobilenet_v3_large"): {
+        ("expanded_conv", "project", "bn"): "blocks.0.0.bn2",
+        ("expanded_conv_3", "depthwise", "conv"): "blocks.2.0.conv_dw",
+        ("expanded_conv_5", "squeeze_excite", "Conv_1"): "blocks.2.2.se.conv_expand",
+        ("expanded_conv_14", "project", "bn"): "blocks.5.2.bn3",
+        ("Conv_1", "bn"): "blocks.6.0.bn1",
+        ("Conv_2", "conv"): "conv_head",
+    },
+    ("mobilenetv2_100", "mobilenet_v2"): {
+        ("expanded_conv_16", "expand", "conv"): "blocks.6.0.conv_pw",
+        ("Conv_1", "conv"): "conv_head",
+        ("Conv_1", "bn"): "bn2",
+    },
+    ("mobilenet_v3_small", "mobilenet_v3_small"): {
+        ("expanded_conv", "squeeze_excite", "Conv"): "features.1.block.1.fc1",
+        ("expanded_conv", "project", "bn"): "features.1.block.2.1",
+        ("expanded_conv_3", "project", "conv"): "features.4.block.3.0",
+        ("Conv_1", "bn"): "features.12.1",
+        ("Conv_2", "conv"): "classifier.0",
+        ("Logits",): "classifier.3",
+    },
+    ("mobilenet_v2", "mobilenet_v2"): {
+        ("expanded_conv", "project", "bn"): "features.1.conv.2",
+        ("expanded_conv_1", "project", "conv"): "features.2.conv.2",
+        ("expanded_conv_1", "project", "bn"): "features.2.conv.3",
+        ("Conv_1", "conv"): "features.18.0",
+        ("Logits",): "classifier.1",
+    },
+}
 
 
-def test_torchvision_layout_numbers_the_layers_that_exist():
-    # torchvision numbers each block's layers: the first V3 Small block has no expansion, so its
-    # squeeze-excite is layer 1 and its projection layer 2; V2's projection is two entries.
-    small = architectures.ARCHITECTURES["mobilenet_v3_small"]
-    layout = small.layout(nets_factory.get_network_fn("mobilenet_v3_small", 1000).module)
-    assert layout(("expanded_conv", "squeeze_excite", "Conv")) == "features.1.block.1.fc1"
-    assert layout(("expanded_conv", "project", "bn")) == "features.1.block.2.1"
-    assert layout(("expanded_conv_3", "project", "conv")) == "features.4.block.3.0"
-    assert layout(("Conv_1", "bn")) == "features.12.1"
-    assert (layout(("Conv_2", "conv")), layout(("Logits",))) == ("classifier.0", "classifier.3")
-    v2 = architectures.ARCHITECTURES["mobilenet_v2"]
-    layout = v2.layout(nets_factory.get_network_fn("mobilenet_v2", 1000).module)
-    assert layout(("expanded_conv", "project", "bn")) == "features.1.conv.2"
-    assert layout(("expanded_conv_1", "project", "conv")) == "features.2.conv.2"
-    assert layout(("expanded_conv_1", "project", "bn")) == "features.2.conv.3"
-    assert layout(("Conv_1", "conv")) == "features.18.0"
-    assert layout(("Logits",)) == "classifier.1"
+@pytest.mark.parametrize(("architecture", "network"), sorted(LAYOUTS))
+def test_layouts_name_each_block_kind_and_the_heads(architecture, network):
+    module = nets_factory.get_network_fn(network, 1000).module
+    layout = architectures.ARCHITECTURES[architecture].layout(module)
+    keys = LAYOUTS[architecture, network]
+    assert {path: layout(path) for path in keys} == keys
 
 
 def test_torchvision_linear_fills_the_1x1_conv_after_the_pool():

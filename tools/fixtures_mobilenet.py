@@ -33,37 +33,35 @@ TORCH = {"pad_type": "", "bn_eps": 1e-5}
 LAST = 256
 
 
+def timm_builder_args(arch_def, multiplier, pad_type, bn_eps, act) -> dict:
+    """What `_gen_mobilenet_v3` and `_gen_mobilenet_v2` give both of timm's classes."""
+    return {
+        "block_args": decode_arch_def(arch_def),
+        "num_classes": 10,
+        "num_features": round_channels(LAST, multiplier),
+        "pad_type": pad_type,
+        "round_chs_fn": partial(round_channels, multiplier=multiplier),
+        "norm_layer": partial(torch.nn.BatchNorm2d, eps=bn_eps),
+        "act_layer": resolve_act_layer({}, act),
+    }
+
+
 def small_v3(arch_def, multiplier, act, pad_type, bn_eps) -> MobileNetV3:
     """`_gen_mobilenet_v3`'s network for `arch_def` (the stem scaled, as at multiplier >= 0.75)."""
-    return MobileNetV3(
-        block_args=decode_arch_def(arch_def),
-        num_classes=10,
-        num_features=round_channels(LAST, multiplier),
-        stem_size=16,
-        pad_type=pad_type,
-        round_chs_fn=partial(round_channels, multiplier=multiplier),
-        norm_layer=partial(torch.nn.BatchNorm2d, eps=bn_eps),
-        act_layer=resolve_act_layer({}, act),
-        se_layer=partial(
-            SqueezeExcite,
-            gate_layer="hard_sigmoid",
-            force_act_layer=torch.nn.ReLU,
-            rd_round_fn=round_channels,
-        ),
+    se_layer = partial(
+        SqueezeExcite,
+        gate_layer="hard_sigmoid",
+        force_act_layer=torch.nn.ReLU,
+        rd_round_fn=round_channels,
     )
+    args = timm_builder_args(arch_def, multiplier, pad_type, bn_eps, act)
+    return MobileNetV3(**args, stem_size=16, se_layer=se_layer)
 
 
 def small_v2(arch_def, multiplier, pad_type, bn_eps) -> EfficientNet:
     """`_gen_mobilenet_v2`'s network for `arch_def`."""
     return EfficientNet(
-        block_args=decode_arch_def(arch_def),
-        num_classes=10,
-        num_features=round_channels(LAST, multiplier),
-        stem_size=32,
-        pad_type=pad_type,
-        round_chs_fn=partial(round_channels, multiplier=multiplier),
-        norm_layer=partial(torch.nn.BatchNorm2d, eps=bn_eps),
-        act_layer=resolve_act_layer({}, "relu6"),
+        **timm_builder_args(arch_def, multiplier, pad_type, bn_eps, "relu6"), stem_size=32
     )
 
 

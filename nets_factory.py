@@ -14,13 +14,13 @@
 import dataclasses
 import difflib
 import functools
-from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+import pretrained
 from nets import (
     alexnet,
     cifarnet,
@@ -218,39 +218,9 @@ def get_network_fn(
     return NetworkFn(name=name, module=module, is_training=is_training, weight_decay=weight_decay)
 
 
-def load_pretrained(
-    name: str,
-    path: str | Path,
-    num_classes: int | None = None,
-    weight_decay: float = 0.0,
-    is_training: bool = False,
-    rng: jax.Array | None = None,
-    **kwargs: Any,
-) -> tuple[NetworkFn, dict[str, Any]]:
-    """The network `name` with the published weights at `path`, computing what their source does.
-
-    Args:
-      name: a registry name, or the source's architecture name where it differs (see
-        `pretrained.architectures.ARCHITECTURES`); the network is built with the conventions the
-        weights were trained with (e.g. PyTorch's symmetric padding).
-      path: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
-        `config.json`), or a torchvision `.pth` (needs torch). Nothing is downloaded.
-      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
-        initialised from `rng`, for fine-tuning.
-      **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
-        the weights' convention raises.
-
-    Returns:
-      `(network_fn, variables)`: `network_fn.pretrained` says what inputs the weights expect
-      (image size, crop fraction, mean/std, interpolation) and names the classes.
-
-    Raises:
-      pretrained.WeightFileError: the file cannot be read or does not fit the network (one line).
-      ValueError: no published weights load into `name`, or a contradicting field.
-    """
-    import pretrained
-
-    return pretrained.load(name, path, num_classes, weight_decay, is_training, rng, **kwargs)
+# The door's second entry, defined beside the weight converters: published weights into networks
+# of the registry (`load_pretrained('resnet50', path)`).
+load_pretrained = pretrained.load
 
 
 if __name__ == "__main__":

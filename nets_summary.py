@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 import nets_factory
+from pretrained.architectures import ARCHITECTURES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +55,19 @@ def profile(network_fn: nets_factory.NetworkFn, image_size: int | None = None) -
     return Profile(image_size=size, params=params, macs=int(sum(macs)), end_points=shapes)
 
 
+def weight_sources(name: str) -> list[str]:
+    """The published architectures (timm / torchvision names) whose weights `name` loads."""
+    return sorted(arch for arch, spec in ARCHITECTURES.items() if spec.network == name)
+
+
 def table(names: list[str]) -> str:
-    """One line per network: default image size, parameters at 1000 classes, GMACs."""
-    lines = [f"{'network':<26}{'size':>6}{'params':>14}{'GMACs':>9}"]
+    """One line per network: default image size, parameters at 1000 classes, GMACs, and the
+    published weights it loads."""
+    lines = [f"{'network':<26}{'size':>6}{'params':>14}{'GMACs':>9}  published weights"]
     for name in names:
         p = profile(nets_factory.get_network_fn(name, num_classes=1000))
-        lines.append(f"{name:<26}{p.image_size:>6}{p.params:>14,}{p.macs / 1e9:>9.2f}")
+        sources = ", ".join(weight_sources(name)) or "-"
+        lines.append(f"{name:<26}{p.image_size:>6}{p.params:>14,}{p.macs / 1e9:>9.2f}  {sources}")
     return "\n".join(lines)
 
 
@@ -74,6 +82,10 @@ def describe(name: str) -> str:
     lines.append(f"end_points at {p.image_size}x{p.image_size}, batch 1:")
     lines += [f"  {point:<28}{shape}" for point, shape in p.end_points.items()]
     lines.append(f"parameters at 1000 classes: {p.params:,}   GMACs: {p.macs / 1e9:.2f}")
+    sources = weight_sources(name)
+    lines.append(
+        "published weights (nets_factory.load_pretrained): " + (", ".join(sources) or "none yet")
+    )
     return "\n".join(lines)
 
 

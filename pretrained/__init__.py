@@ -94,8 +94,29 @@ def load(
     is_training: bool = False,
     rng: jax.Array | None = None,
     **kwargs: Any,
-):
-    """`(network_fn, variables)` for the weights at `path`; see `nets_factory.load_pretrained`."""
+) -> tuple[Any, dict[str, Any]]:
+    """The network `name` with the published weights at `path`, computing what their source
+    does; `nets_factory.load_pretrained` is this function.
+
+    Args:
+      name: a registry name, or the source's architecture name where it differs (see
+        `pretrained.architectures.ARCHITECTURES`); the network is built with the conventions the
+        weights were trained with (e.g. PyTorch's symmetric padding).
+      path: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
+        `config.json`), or a torchvision `.pth` (needs torch). Nothing is downloaded.
+      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
+        initialised from `rng`, for fine-tuning.
+      **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
+        the weights' convention raises.
+
+    Returns:
+      `(network_fn, variables)`: `network_fn.pretrained` says what inputs the weights expect
+      (image size, crop fraction, mean/std, interpolation) and names the classes.
+
+    Raises:
+      pretrained.WeightFileError: the file cannot be read or does not fit the network (one line).
+      ValueError: no published weights load into `name`, or a contradicting field.
+    """
     import nets_factory  # the door imports this package lazily; the loop closes here
 
     weights = files.read(path)

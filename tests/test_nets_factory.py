@@ -215,3 +215,5 @@ def test_describe_and_table_run_without_allocating():
     text = summary.describe("resnet50")
     assert "stage_sizes = (3, 4, 6, 3)" in text and "block4" in text and "(1, 7, 7, 2048)" in text
     assert "25,557,032" in summary.table(["resnet50"])
+    assert summary.table(["resnet50"]).splitlines()[1].endswith("  resnet50")  # weights it loads
+    assert "published weights (nets_factory.load_pretrained): resnet50" in text

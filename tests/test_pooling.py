@@ -45,7 +45,8 @@ def test_values_and_gradient_are_flax_linen_max_pool(shape, window, strides, pad
 def test_bad_arguments_are_named():
     x = np.zeros((1, 4, 4, 2), np.float32)
     with pytest.raises(
-        ValueError, match=r"padding must be 'SAME', 'SYMMETRIC', 'VALID', an int or pairs, got 'FULL'"
+        ValueError,
+        match=r"padding must be 'SAME', 'SYMMETRIC', 'VALID', an int or pairs, got 'FULL'",
     ):
         max_pool(x, (2, 2), (2, 2), "FULL")
     with pytest.raises(ValueError, match=r"\[batch, height, width, channels\], got \(4, 4, 2\)"):

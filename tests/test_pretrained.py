@@ -198,7 +198,9 @@ def test_a_file_for_another_architecture(tmp_path):
     shutil.copy(
         FIXTURES / "parity" / "resnet_basic" / "model.safetensors", tmp_path / "r.safetensors"
     )
-    with pytest.raises(WeightFileError, match=r"no tensor 'layer1.0.bn3.running_mean' for batch_stats/Bottleneck"):
+    with pytest.raises(
+        WeightFileError, match=r"no tensor 'layer1.0.bn3.running_mean' for batch_stats/Bottleneck"
+    ):
         nets_factory.load_pretrained("resnet50", tmp_path / "r.safetensors", num_filters=8)
 
 

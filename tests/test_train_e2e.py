@@ -19,6 +19,8 @@ import orbax.checkpoint as ocp
 import pytest
 import yaml
 
+import nets_factory
+
 ROOT = Path(__file__).parent.parent
 STEPS = 12
 TINY = [
@@ -190,6 +192,53 @@ def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_pa
     for name, value in after.items():
         if "Dense_0" not in name:
             np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
+def test_finetune_from_published_weights_builds_their_convention_and_replaces_the_head(
+    tmp_path, cache
+):
+    # A timm checkpoint (tests/fixtures/parity): its network needs PyTorch's padding, which the
+    # run sets itself and writes to config.yaml; the 10-class head gives way to 4 classes.
+    fixture = ROOT / "tests" / "fixtures" / "parity" / "resnet_bottleneck"
+    tuned = train(
+        tmp_path / "tuned",
+        cache,
+        "model.name=resnet50",
+        "model.kwargs={stage_sizes: [2, 1, 1, 1], num_filters: 8}",
+        "model.num_classes=4",
+        "data.name=synthetic",
+        "data.image_size=32",
+        "data.synthetic_examples=64",
+        "train.steps=2",
+        f"finetune.init_from={fixture}",
+        "finetune.trainable=[Dense_0]",
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    log = tuned.stdout + tuned.stderr
+    assert f"fine-tuning from {fixture}, kept at initialisation: " in log
+    assert "params/Dense_0/bias, params/Dense_0/kernel" in log
+    written = yaml.safe_load((tmp_path / "tuned" / "config.yaml").read_text())
+    assert written["model"]["kwargs"]["padding"] == "SYMMETRIC"
+    _, reference = nets_factory.load_pretrained(
+        "resnet50", fixture, stage_sizes=(2, 1, 1, 1), num_filters=8
+    )
+    after = dict(leaves(final_state(tmp_path / "tuned", 2)["params"]))
+    assert after["Dense_0/kernel"].shape == (256, 4)
+    for name, value in dict(leaves(reference["params"])).items():
+        if "Dense_0" not in name:
+            np.testing.assert_array_equal(after[name], value, err_msg=name)
+    contradicting = train(
+        tmp_path / "bad",
+        cache,
+        "model.name=resnet50",
+        "model.kwargs={padding: SAME}",
+        f"finetune.init_from={fixture}",
+    )
+    assert contradicting.returncode == 2
+    assert contradicting.stderr.strip().endswith(
+        "finetune.init_from: resnet50's weights were trained with padding='SYMMETRIC'; "
+        "padding='SAME' would compute another function"
+    )
 
 
 def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(tmp_path, cache):

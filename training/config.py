@@ -176,7 +176,9 @@ class TrainConfig:
 class FinetuneConfig:
     """Start from another run's weights. Paths are 'params/Dense_0/kernel', searched by regex."""
 
-    init_from: str | None = None  # a workdir, its checkpoints/ folder, or one checkpoints/<step>
+    # A workdir, its checkpoints/ folder or one checkpoints/<step>; or published weights: a
+    # .safetensors / .pth file or a Hugging Face folder (see nets_factory.load_pretrained).
+    init_from: str | None = None
     exclude: tuple[str, ...] = ()  # variables (params and batch_stats) left at initialisation
     trainable: tuple[str, ...] = ()  # if given, only matching params are updated
 

@@ -21,6 +21,7 @@ import numpy as np
 import optax
 
 import nets_factory
+import pretrained
 from training import checkpoint, data, optim, preemption, sharding, sources, steps
 from training.config import (
     Config,
@@ -102,9 +103,23 @@ def load_data_and_networks(
     return sources.load(data, image_size, num_classes), networks
 
 
+def with_weight_conventions(config: Config) -> Config:
+    """`model.kwargs` with the constructor fields that `finetune.init_from`'s published weights
+    were trained with (PyTorch's padding, ...), so the network computes what their source did."""
+    init_from = config.finetune.init_from
+    if not init_from or not pretrained.is_weight_file(init_from):
+        return config
+    try:
+        kwargs = pretrained.conventions(config.model.name, init_from, dict(config.model.kwargs))
+    except ValueError as e:
+        raise UserError(f"finetune.init_from: {e}") from None
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, kwargs=kwargs))
+
+
 def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
     """Fills in every default that depends on the network or the data, so that the written
     config says exactly what ran; loads the dataset and builds the networks (for `build`)."""
+    config = with_weight_conventions(config)
     dataset, networks = load_data_and_networks(config.model, config.data)
     d = config.data
     data = dataclasses.replace(
@@ -143,10 +158,16 @@ def initial_state(
     variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
     variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
     fresh = []
-    if config.finetune.init_from:
-        variables, fresh = checkpoint.merge_pretrained(
-            config.finetune.init_from, variables, config.finetune.exclude
-        )
+    init_from, exclude = config.finetune.init_from, config.finetune.exclude
+    if init_from and pretrained.is_weight_file(init_from):
+        try:
+            variables, fresh, _ = pretrained.fill(
+                config.model.name, init_from, train_fn, variables, exclude
+            )
+        except ValueError as e:
+            raise UserError(f"finetune.init_from: {e}") from None
+    elif init_from:
+        variables, fresh = checkpoint.merge_pretrained(init_from, variables, exclude)
     trainable = config.finetune.trainable
     if trainable:
         names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]

@@ -1,0 +1,74 @@
+"""classify.py and `pretrained.predict`: the weights' own preprocessing, top-k class names."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import cbook
+from PIL import Image
+
+import nets_factory
+from pretrained import architectures, predict
+
+ROOT = Path(__file__).parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "parity" / "resnet_bottleneck"
+PHOTO = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+
+
+def test_preprocess_resizes_the_short_side_crops_the_centre_and_normalises():
+    info = architectures.Pretrained(source="x", file="x", image_size=8, crop_fraction=0.5)
+    white = (1 - np.asarray(info.mean)) / np.asarray(info.std)
+    black = -np.asarray(info.mean) / np.asarray(info.std)
+    # 20x40 -> short side 16 (8 / 0.5), 16x32; the centred 8x8 is rows 4-11, columns 12-19 of
+    # the resized image: columns 15-25 of the original hold it, its outer thirds do not.
+    inside, outside = np.zeros((20, 40, 3), np.uint8), np.zeros((20, 40, 3), np.uint8)
+    inside[:, 12:28] = 255
+    outside[:, :12] = outside[:, 28:] = 255
+    out = predict.preprocess(Image.fromarray(inside), info)
+    assert out.shape == (8, 8, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, np.broadcast_to(white, out.shape), rtol=1e-5)
+    out = predict.preprocess(Image.fromarray(outside), info)
+    np.testing.assert_allclose(out, np.broadcast_to(black, out.shape), rtol=1e-5)
+
+
+def test_top_k_names_classes_with_probabilities():
+    network_fn, variables = nets_factory.load_pretrained(
+        "resnet50", FIXTURE, stage_sizes=(2, 1, 1, 1), num_filters=8
+    )
+    images = predict.read_images([PHOTO, PHOTO], network_fn.pretrained)
+    assert images.shape == (2, 224, 224, 3)
+    best = predict.top_k(network_fn, variables, images, k=3)
+    assert len(best) == 2 and best[0] == best[1]
+    probabilities = [p for _, p in best[0]]
+    assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
+    assert {name for name, _ in best[0]} <= {str(i) for i in range(10)}  # no names: 10 classes
+
+
+def test_unreadable_image_is_one_line(tmp_path):
+    (tmp_path / "x.jpg").write_text("not an image")
+    info = architectures.Pretrained(source="x", file="x")
+    with pytest.raises(ValueError, match=r"cannot read image .*x.jpg"):
+        predict.read_images([tmp_path / "x.jpg"], info)
+
+
+def test_classify_command_errors_are_one_line():
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "classify.py"),
+            "--model=resnet50",
+            f"--weights={FIXTURE}",
+            PHOTO,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PATH": ""},
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.startswith("classify.py: ") and len(result.stderr.strip().splitlines()) == 1
+    )
+    assert "needs (64,) (a file for another configuration" in result.stderr  # a small file

@@ -1,0 +1,72 @@
+"""Measures full-size parity with the reference: `load_pretrained` logits against timm's.
+
+Two steps, in two environments (torch and timm are never the project's dependencies):
+
+    # 1. with torch + timm (see tools/parity.py): full-size networks with non-trivial weights,
+    #    their files and their eval logits on two random 224 px images
+    cd tools && PYTHONPATH=../../shared/tools /tmp/torchenv/bin/python measure_parity.py make \\
+        /tmp/parity resnet18 resnet50 ...
+    # 2. with the project installed: our logits from the same files, a Markdown table
+    python tools/measure_parity.py check /tmp/parity
+
+Prints one row per architecture: max |ours - reference| / max |reference|.
+"""
+
+import sys
+from pathlib import Path
+
+
+def make(folder: Path, architectures: list[str]) -> None:
+    import json
+
+    import numpy as np
+    import torch
+    from parity import perturb, timm
+    from safetensors.numpy import save_file
+
+    for architecture in architectures:
+        generator = torch.Generator().manual_seed(0)
+        model = timm.create_model(architecture, pretrained=False)
+        perturb(model, generator)
+        images = torch.randn(2, 3, 224, 224, generator=generator)
+        with torch.no_grad():
+            logits = model(images)
+        out = folder / architecture
+        out.mkdir(parents=True, exist_ok=True)
+        state = {
+            k: v.float().numpy() if v.is_floating_point() else v.numpy()
+            for k, v in model.state_dict().items()
+        }
+        save_file(state, out / "model.safetensors")
+        (out / "config.json").write_text(json.dumps({"architecture": architecture}))
+        save_file(
+            {
+                "images": np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy()),
+                "logits": logits.numpy(),
+            },
+            out / "expected.safetensors",
+        )
+        print(f"{architecture}: written", flush=True)
+
+
+def check(folder: Path) -> None:
+    import jax
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    import nets_factory
+
+    print("| architecture | our network | max relative logit error |")
+    print("|---|---|---|")
+    for out in sorted(p for p in folder.iterdir() if (p / "expected.safetensors").exists()):
+        network_fn, variables = nets_factory.load_pretrained(out.name, out)
+        expected = load_file(out / "expected.safetensors")
+        logits, _ = jax.jit(network_fn.apply)(variables, expected["images"])
+        error = np.abs(np.asarray(logits) - expected["logits"]).max()
+        relative = error / np.abs(expected["logits"]).max()
+        print(f"| {out.name} | {network_fn.name} | {relative:.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    command, folder, *names = sys.argv[1:]
+    make(Path(folder), names) if command == "make" else check(Path(folder))

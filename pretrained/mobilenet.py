@@ -105,8 +105,9 @@ def torchvision_layout(module: nn.Module) -> Layout:
         "Conv_2/conv": "classifier.0",  # V3's Linear(960, 1280): a dense weight in a 1x1 conv
         "Logits": "classifier.3" if v3 else "classifier.1",
     }
-    # V3's SE is `fc1` / `fc2`; V2's projection is a bare conv and a BatchNorm, one entry each.
-    v3_leaves = {"conv": "0", "bn": "1", "Conv": "fc1", "Conv_1": "fc2"}
+    # A conv-norm-act layer is `.0` / `.1`, squeeze-excite `fc1` / `fc2`; V2's projection is a
+    # bare conv and a BatchNorm, one entry of the block each.
+    leaves = {"conv": "0", "bn": "1", "Conv": "fc1", "Conv_1": "fc2"}
 
     def source(path: tuple[str, ...]) -> str:
         if not path[0].startswith("expanded_conv"):
@@ -116,10 +117,10 @@ def torchvision_layout(module: nn.Module) -> Layout:
         layers = ["expand"] * expands[i] + ["depthwise"] + ["squeeze_excite"] * module.blocks[i].se
         k = (layers + ["project"]).index(path[1])
         if v3:
-            return f"features.{i + 1}.block.{k}.{v3_leaves[path[2]]}"
+            return f"features.{i + 1}.block.{k}.{leaves[path[2]]}"
         if path[1] == "project":
             return f"features.{i + 1}.conv.{k + (path[2] == 'bn')}"
-        return f"features.{i + 1}.conv.{k}.{v3_leaves[path[2]]}"
+        return f"features.{i + 1}.conv.{k}.{leaves[path[2]]}"
 
     return source
 

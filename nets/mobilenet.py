@@ -164,6 +164,11 @@ class MobileNet(nn.Module):
     dropout_rate: float = 0.2  # Slim's mobilenet training_scope: dropout_keep_prob=0.8
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    # Conventions of published weights (`pretrained/mobilenet.py`): Slim's and timm's `tf_` ports
+    # pad kxk convolutions 'SAME' with BatchNorm epsilon 1e-3; timm's and torchvision's own
+    # weights were trained with PyTorch's symmetric padding ('SYMMETRIC') and epsilon 1e-5.
+    padding: str = "SAME"
+    bn_epsilon: float = SLIM_MOBILENET.epsilon
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
@@ -180,9 +185,9 @@ class MobileNet(nn.Module):
         if self.depth_multiplier <= 0:
             raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
         conv = partial(self.conv, dtype=self.dtype)
-        norm = batch_norm(SLIM_MOBILENET, train, self.dtype)
+        norm = batch_norm(SLIM_MOBILENET._replace(epsilon=self.bn_epsilon), train, self.dtype)
         act = nn.hard_swish if self.hard_swish else self.act
-        layer = partial(ConvNormAct, conv=conv, norm=norm, act=act)
+        layer = partial(ConvNormAct, conv=conv, norm=norm, act=act, padding=self.padding)
         # Slim's finegrain mode exempts the last op of the spec from the multiplier.
         if self.last_filters:
             head, last = self.depth(self.head_filters), self.last_width(self.last_filters)
@@ -206,6 +211,7 @@ class MobileNet(nn.Module):
                 squeeze_excite=b.se,
                 fused=b.fused,
                 residual=b.residual,
+                padding=self.padding,
                 name=f"expanded_conv_{i}" if i else "expanded_conv",
             )(x)
             end_points[f"layer_{i + 2}"] = x

@@ -60,7 +60,7 @@ class Step:
     target: Path
     source: str
     permutation: tuple[int, ...] | None
-    shape: tuple[int, ...] | None = None  # reshaped to, after the permutation
+    reshape: tuple[int, ...] | None = None  # after the permutation: a dense weight as a 1x1 conv
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
@@ -98,8 +98,9 @@ def plan(
         permutation = _permutation(path[-1], len(got))
         moved = tuple(got[i] for i in permutation) if permutation else got
         # A Linear's `[out, in]` weight as a 1x1 convolution's `[1, 1, in, out]` kernel (Slim's
-        # classifiers are convolutions where PyTorch's are Linear).
-        reshape = tuple(shape) if len(moved) == 2 and tuple(shape) == (1, 1, *moved) else None
+        # classifiers, torchvision's MobileNetV3 head).
+        dense_as_conv = path[-1] == "kernel" and len(got) == 2 and tuple(shape) == (1, 1, *moved)
+        reshape = tuple(shape) if dense_as_conv else None
         if moved != tuple(shape) and reshape is None:
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
@@ -129,8 +130,8 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
         value = np.asarray(tensors[step.source], np.float32)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
-        if step.shape:
-            value = value.reshape(step.shape)
+        if step.reshape:
+            value = value.reshape(step.reshape)
         node = out
         for key in step.target[:-1]:
             node = node[key]

@@ -19,6 +19,7 @@ family's full-size networks, which the tests convert abstractly.
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -93,14 +94,15 @@ def write_index(
     architectures: list[str],
     create: Callable[[str], torch.nn.Module] | None = None,
 ) -> None:
-    """The key and shape of every tensor of timm's full-size `architectures` (or of those
-    `create(architecture)` builds, for networks timm lacks), as an index."""
+    """The key and shape of every tensor of timm's full-size `architectures`, as an index;
+    `create(name)` builds them instead where timm does not have them all (torchvision's)."""
+    create = create or partial(timm.create_model, pretrained=False)
     lines = [
         f"# key shape of every tensor of timm's full-size networks (tools/fixtures_{family}.py)"
     ]
     for architecture in architectures:
         with torch.device("meta"):
-            model = (create or timm.create_model)(architecture)
+            model = create(architecture)
         lines.append(f"[{architecture}]")
         lines += [f"{k} {','.join(map(str, v.shape))}" for k, v in model.state_dict().items()]
     (ROOT / "state_dicts" / f"{family}.txt").write_text("\n".join(lines) + "\n")

@@ -18,6 +18,7 @@ import jax
 
 from nets.layers.conv import ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
+from nets.layers.padding import PaddingLike
 from nets.layers.pooling import global_avg_pool
 
 
@@ -59,7 +60,8 @@ class InvertedResidual(nn.Module):
     The inner width is `make_divisible(input channels * expansion, 8)`; as in Slim, the expansion
     convolution exists only when that is wider than the input (so `expansion=1` has none).
     `fused=True` (EdgeTPU) replaces expansion + depthwise by one full kxk strided convolution;
-    a fused block without expansion is just the projection, as Slim builds it.
+    a fused block without expansion is just the projection, as Slim builds it. `padding` is of
+    the kxk convolution (`nets.layers.padding`: 'SAME' as Slim, 'SYMMETRIC' as PyTorch).
     """
 
     filters: int
@@ -72,12 +74,13 @@ class InvertedResidual(nn.Module):
     squeeze_excite: bool = False
     fused: bool = False
     residual: bool = True
+    padding: PaddingLike = "SAME"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         inputs, channels = x, x.shape[-1]
         inner = make_divisible(channels * self.expansion, 8)
-        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm)
+        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
         k, s = self.kernel_size, self.strides
         if inner > channels:
             if self.fused:

@@ -57,7 +57,7 @@ def fill(
 def _fill(
     weights: files.WeightFile, name: str, network_fn: Any, variables: dict, exclude: Sequence[str]
 ) -> tuple[dict, list[str], Pretrained]:
-    source, arch = architectures.find(name, weights.architecture)
+    source, arch = _find(name, weights)
     file_classes = _file_classes(weights, arch)
     shapes = convert.leaf_shapes(variables)
     head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
@@ -120,7 +120,7 @@ def load(
     import nets_factory  # the door imports this package lazily; the loop closes here
 
     weights = files.read(path)
-    source, arch = architectures.find(name, weights.architecture)
+    source, arch = _find(name, weights)
     kwargs = _conventions(source, arch, kwargs)
     if num_classes is None:
         num_classes = _file_classes(weights, arch)
@@ -140,6 +140,12 @@ def load(
         )
     network_fn = dataclasses.replace(network_fn, pretrained=info)
     return network_fn, jax.tree.map(jnp.asarray, variables)
+
+
+def _find(name: str, weights: files.WeightFile) -> tuple[str, Architecture]:
+    """The architecture for `name` and the file's config, in the key layout the file has."""
+    source, arch = architectures.find(name, weights.architecture)
+    return source, convert.for_keys(arch, weights.tensors)
 
 
 def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:

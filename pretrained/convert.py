@@ -9,7 +9,8 @@ the network does not use (a file for another architecture).
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -41,6 +42,18 @@ class Architecture:
     layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
     head: tuple[str, ...]  # our classifier's module path
     source_head: str  # the file's classifier prefix
+    # Other key layouts of the same network's files, with the same network and convention
+    # (torchvision's, where this one is timm's): `for_keys` picks one by the file's classifier.
+    alternatives: tuple["Architecture", ...] = ()
+
+
+def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:
+    """`arch`, or the first of its `alternatives` whose classifier `keys` hold when `arch`'s is
+    not there (a file with neither is `arch`'s, and its errors name `arch`'s keys)."""
+    for candidate in (arch, *arch.alternatives):
+        if f"{candidate.source_head}.weight" in keys:
+            return candidate
+    return arch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +63,7 @@ class Step:
     target: Path
     source: str
     permutation: tuple[int, ...] | None
+    view: tuple[int, ...] | None = None  # the source's shape before `permutation`, if reshaped
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
@@ -60,6 +74,21 @@ def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
     if leaf == "kernel" and ndim == 2:
         return (1, 0)
     return None
+
+
+def _view(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The PyTorch shape to view a source of shape `got` as, for a kernel of ours of `shape`
+    written by the other kind of layer: a dense weight `[out, c * kh * kw]` as `[out, c, kh, kw]`
+    for our convolution, a 1x1 convolution `[out, in, 1, 1]` as `[out, in]` for our dense layer.
+    None when `got` needs no view, or none fits (same outputs, same number of values)."""
+    if leaf != "kernel" or len(shape) not in (2, 4) or len(got) == len(shape):
+        return None
+    torch_shape = (shape[-1], shape[-2], *shape[:-2])  # HWIO -> OIHW, [in, out] -> [out, in]
+    if len(got) == 4 and got[2:] != (1, 1):
+        return None
+    if len(got) not in (2, 4) or got[0] != torch_shape[0] or math.prod(got) != math.prod(shape):
+        return None
+    return torch_shape
 
 
 def plan(
@@ -85,15 +114,19 @@ def plan(
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
         permutation = _permutation(path[-1], len(shape))
         got = tuple(source_shapes[source])
+        view = _view(path[-1], got, tuple(shape))
+        viewed = view or got
         moved = (
-            tuple(got[i] for i in permutation) if permutation and len(got) == len(shape) else got
+            tuple(viewed[i] for i in permutation)
+            if permutation and len(viewed) == len(shape)
+            else viewed
         )
         if moved != tuple(shape):
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
                 f"(a file for another configuration of the network?)"
             )
-        steps.append(Step(path, source, permutation))
+        steps.append(Step(path, source, permutation, view))
         used.add(source)
     unused = sorted(
         k
@@ -115,6 +148,8 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
     out = jax.tree.map(lambda leaf: leaf, variables)
     for step in steps:
         value = np.asarray(tensors[step.source], np.float32)
+        if step.view:
+            value = value.reshape(step.view)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
         node = out

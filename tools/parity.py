@@ -32,10 +32,11 @@ timm = import_timm()
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
 
-def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
-    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training;
-    finally every value rounded to float16, in which the fixture stores them (half the bytes;
-    the logits are computed from the rounded values, in float32)."""
+def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size: int = 56) -> None:
+    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training
+    passes on `calibration_size` images; finally every value rounded to float16, in which the
+    fixture stores them (half the bytes; the logits are computed from the rounded values, in
+    float32)."""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -46,7 +47,7 @@ def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
                 module.bias.normal_(0.0, 0.1, generator=generator)
         model.train()
         for _ in range(4):
-            model(torch.randn(8, 3, 56, 56, generator=generator))
+            model(torch.randn(8, 3, calibration_size, calibration_size, generator=generator))
         for tensor in model.state_dict().values():
             if tensor.is_floating_point():
                 tensor.copy_(tensor.half().float())
@@ -54,12 +55,16 @@ def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
 
 
 def write_case(
-    name: str, architecture: str, build: Callable[[], torch.nn.Module], size: int
+    name: str,
+    architecture: str,
+    build: Callable[[], torch.nn.Module],
+    size: int,
+    calibration_size: int = 56,
 ) -> None:
     generator = torch.Generator().manual_seed(sum(map(ord, name)))
     torch.manual_seed(0)
     model = build()
-    perturb(model, generator)
+    perturb(model, generator, calibration_size)
     images = torch.randn(2, 3, size, size, generator=generator)
     with torch.no_grad():
         logits = model(images)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import resnet, vgg
+from pretrained import resnet, resnet_v2, vgg
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -36,7 +36,11 @@ class Pretrained:
 
 
 # One table per family (`pretrained/<family>.py`), merged.
-ARCHITECTURES: dict[str, Architecture] = {**resnet.ARCHITECTURES, **vgg.ARCHITECTURES}
+ARCHITECTURES: dict[str, Architecture] = {
+    **resnet.ARCHITECTURES,
+    **resnet_v2.ARCHITECTURES,
+    **vgg.ARCHITECTURES,
+}
 
 
 def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:

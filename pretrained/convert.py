@@ -6,6 +6,13 @@ PyTorch's tensors are the same for every family (`LEAVES`, `_permutation`). `pla
 whole file against the whole network before anything is converted, so a bad file fails with one
 line naming the first tensor that does not fit: a missing one, a shape that differs, or tensors
 the network does not use (a file for another architecture).
+
+Two generic views cover layers one library writes as a convolution and another as a dense layer
+(`_view`): a `Linear` weight `[out, c * kh * kw]` fills our `kh x kw` convolution kernel
+(torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW maps channel-major), and a
+1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv` heads). A family whose
+files come in several key layouts (timm's and torchvision's VGG) lists the others as
+`alternatives`; `for_keys` picks the one whose classifier the file holds.
 """
 
 import dataclasses
@@ -42,8 +49,8 @@ class Architecture:
     layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
     head: tuple[str, ...]  # our classifier's module path
     source_head: str  # the file's classifier prefix
-    # Other key layouts of the same network's files, with the same network and convention
-    # (torchvision's, where this one is timm's): `for_keys` picks one by the file's classifier.
+    # Other key layouts of the same network's files (torchvision's, where this one is timm's),
+    # each with its convention: `for_keys` picks one by the classifier the file holds.
     alternatives: tuple["Architecture", ...] = ()
 
 
@@ -80,15 +87,12 @@ def _view(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int,
     """The PyTorch shape to view a source of shape `got` as, for a kernel of ours of `shape`
     written by the other kind of layer: a dense weight `[out, c * kh * kw]` as `[out, c, kh, kw]`
     for our convolution, a 1x1 convolution `[out, in, 1, 1]` as `[out, in]` for our dense layer.
-    None when `got` needs no view, or none fits (same outputs, same number of values)."""
+    None when `got` needs no view, or none fits."""
     if leaf != "kernel" or len(shape) not in (2, 4) or len(got) == len(shape):
         return None
     torch_shape = (shape[-1], shape[-2], *shape[:-2])  # HWIO -> OIHW, [in, out] -> [out, in]
-    if len(got) == 4 and got[2:] != (1, 1):
-        return None
-    if len(got) not in (2, 4) or got[0] != torch_shape[0] or math.prod(got) != math.prod(shape):
-        return None
-    return torch_shape
+    dense = len(got) == 2 and got[0] == torch_shape[0] and math.prod(got) == math.prod(shape)
+    return torch_shape if dense or got == (*torch_shape, 1, 1) else None
 
 
 def plan(

@@ -12,11 +12,11 @@ torchvision's, re-saved) holds `fc6`/`fc7` as convolutions (`pre_logits.fc1`
 the NCHW-flattened 7x7 map). `pretrained.convert` views either as our convolutions; the file's
 keys say which layout it has. AlexNet's is torchvision's (`classifier.1/4/6`).
 
-Our VGG and AlexNet already compute torchvision's functions (adaptive average pooling to the
-`fc6` window, PyTorch's BatchNorm epsilon, 3x3 'SAME' = symmetric padding at stride 1), so there
-is no convention to set. timm's VGG equals them up to 224 pixels (maps up to 7x7, pooled up to
-7x7 as torchvision does); on larger images timm slides `fc6` over the map and averages the
-logits, where torchvision (and we) average-pool the map to 7x7 first.
+Our VGG and AlexNet compute torchvision's functions (adaptive average pooling to the `fc6`
+window, PyTorch's BatchNorm epsilon, 3x3 'SAME' = symmetric padding at stride 1). timm's VGG is
+the same function up to 224 pixels (maps up to 7x7, pooled up to 7x7); on larger images it slides
+`fc6` over the map and averages `fc7`'s, where torchvision average-pools the map to 7x7 first:
+timm's layout loads with `larger_maps='slide'`, torchvision's with the default `'pool'`.
 """
 
 from collections.abc import Sequence
@@ -58,7 +58,7 @@ def _vgg(network: str) -> Architecture:
     )
     return Architecture(
         network,
-        {},
+        {"larger_maps": "slide"},
         layout(_TIMM_HEAD),
         head=("fc8",),
         source_head="head.fc",

@@ -9,6 +9,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+import pretrained
 from pretrained import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
@@ -19,6 +20,10 @@ ALEXNET = {"widths": (8, 16, 24, 16, 16), "fc_width": 32}
 PARITY = {
     "vgg_timm": ("vgg11", {"stage_widths": WIDTHS, "fc_width": 32}),
     "vgg_bn_timm": ("vgg16_bn", {"stage_widths": WIDTHS, "fc_width": 32}),
+    "vgg_timm_large": (
+        "vgg11",
+        {"stage_sizes": (1, 1, 2), "stage_widths": WIDTHS[:3], "fc_width": 32},
+    ),
     "vgg_bn_torchvision": (
         "vgg11_bn",
         {"stage_sizes": (1, 1, 2), "stage_widths": WIDTHS[:3], "fc_width": 32},
@@ -42,6 +47,22 @@ def test_logits_are_the_references(case):
     network_fn, variables = load(case)
     assert relative_error(logits_of(network_fn, variables, case), expected(case)["logits"]) <= 1e-4
     assert network_fn.pretrained.class_names == ()  # 10 classes
+
+
+@pytest.mark.parametrize(
+    ("case", "larger_maps", "other"),
+    [("vgg_timm_large", "slide", "pool"), ("vgg_bn_torchvision", "pool", "slide")],
+)
+def test_maps_larger_than_7x7_follow_the_files_library(case, larger_maps, other):
+    # timm slides fc6 over a 10x10 map and averages; torchvision pools a 9x9 map to 7x7 first.
+    path = FIXTURES / "parity" / case
+    name, kwargs = PARITY[case]
+    assert pretrained.conventions(name, path, {}).get("larger_maps", "pool") == larger_maps
+    network_fn, variables = load(case)
+    assert network_fn.module.larger_maps == larger_maps
+    wrong_fn = nets_factory.get_network_fn(name, 10, larger_maps=other, **kwargs)
+    error = relative_error(logits_of(wrong_fn, variables, case), expected(case)["logits"])
+    assert error > 0.01
 
 
 @pytest.mark.parametrize(
@@ -110,11 +131,10 @@ def test_a_vgg_file_does_not_load_into_the_other_depth(tmp_path):
         )
 
 
-def test_alternative_layouts_are_the_same_network_and_convention():
+def test_alternative_layouts_are_the_same_network():
     for name, arch in architectures.ARCHITECTURES.items():
         for other in arch.alternatives:
-            assert (other.network, other.convention) == (arch.network, arch.convention), name
-            assert other.source_head != arch.source_head, name
+            assert other.network == arch.network and other.source_head != arch.source_head, name
 
 
 def test_views_between_dense_and_convolution_kernels():

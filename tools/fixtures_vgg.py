@@ -104,9 +104,10 @@ ALEXNET_WIDTHS = (8, 16, 24, 16, 16)
 
 # name -> (architecture in config.json, the small reference, image size[, calibration size]);
 # the tests hold the matching `load_pretrained` keyword arguments. Sizes: 84 leaves odd maps (21,
-# 5) and a 2x2 one pooled up to 7x7 over overlapping bins; 64 even maps; the torchvision case
-# has three stages only, so that a small image (75) leaves a 9x9 map that the head pools down
-# to 7x7; AlexNet's 96 and 111 leave even and odd maps after its stride-4 first layer.
+# 5) and a 2x2 one pooled up to 7x7 over overlapping bins; 64 even maps. Two cases have three
+# stages only, so that small images leave maps larger than 7x7: 10x10 (83), over which timm
+# slides fc6, and 9x9 (75), which torchvision pools down to 7x7. AlexNet's 96 and 111 leave even
+# and odd maps after its stride-4 first layer.
 CASES = {
     "vgg_timm": (
         "vgg11",
@@ -117,6 +118,11 @@ CASES = {
         "vgg16_bn",
         lambda: small_timm_vgg((2, 2, 3, 3, 3), WIDTHS, 32, batch_norm=True),
         64,
+    ),
+    "vgg_timm_large": (
+        "vgg11",
+        lambda: small_timm_vgg((1, 1, 2), WIDTHS[:3], 32, batch_norm=False),
+        83,
     ),
     "vgg_bn_torchvision": (
         "vgg11_bn",

@@ -25,9 +25,11 @@ __all__ = ["Pretrained", "WeightFileError", "conventions", "fill", "is_weight_fi
 
 def conventions(name: str, path: str | Path, kwargs: dict[str, Any]) -> dict[str, Any]:
     """`kwargs` with the constructor fields the weights at `path` need; raises `ValueError` when
-    `kwargs` set one of them otherwise (the network would compute another function). Reads the
-    file: its keys tell its layout, and layouts may differ in conventions (timm's VGG)."""
-    return _conventions(*_find(name, files.read(path)), kwargs)
+    `kwargs` set one of them otherwise (the network would compute another function)."""
+    source, arch = architectures.find(name, files.read_config(path).get("architecture"))
+    if arch.alternatives:  # the file's keys tell its layout, whose conventions may differ
+        source, arch = _find(name, files.read(path))
+    return _conventions(source, arch, kwargs)
 
 
 def _conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -91,7 +91,8 @@ class PreActBottleneckBlock(nn.Module):
     """Pre-activation bottleneck (ResNet v2): BN-ReLU before each convolution, clean identity path.
 
     As in Slim, the shortcut projection (when shapes change) reads the pre-activated input, and the
-    last 1x1 convolution carries a bias instead of a BatchNorm.
+    last 1x1 convolution and the projection carry biases, no BatchNorm following them directly
+    (`use_bias=False`: timm's `PreActBottleneck`, which has none).
     """
 
     pre_activation: ClassVar[bool] = True
@@ -101,6 +102,7 @@ class PreActBottleneckBlock(nn.Module):
     norm: ModuleDef
     act: Callable
     strides: tuple[int, int] = (1, 1)
+    use_bias: bool = True
 
     @nn.compact
     def __call__(self, x):
@@ -108,13 +110,13 @@ class PreActBottleneckBlock(nn.Module):
         shortcut = x
         if x.shape[-1] != self.filters * 4 or self.strides != (1, 1):
             shortcut = self.conv(
-                self.filters * 4, (1, 1), self.strides, use_bias=True, name="shortcut"
+                self.filters * 4, (1, 1), self.strides, use_bias=self.use_bias, name="shortcut"
             )(preact)
         y = self.conv(self.filters, (1, 1))(preact)
         y = self.act(self.norm()(y))
         y = self.conv(self.filters, (3, 3), self.strides)(y)
         y = self.act(self.norm()(y))
-        y = self.conv(self.filters * 4, (1, 1), use_bias=True)(y)
+        y = self.conv(self.filters * 4, (1, 1), use_bias=self.use_bias)(y)
         return shortcut + y
 
 
@@ -145,6 +147,10 @@ class ResNet(nn.Module):
     # Of the 3x3 convolutions and the stem's max pool: 'SAME' as the Flax example and Slim pad
     # (after, on even maps), 'SYMMETRIC' as torchvision and timm do (their weights need it).
     padding: str = "SAME"
+    # Biases on the convolutions no BatchNorm follows directly: the stem and each block's last and
+    # projection convolutions of pre-activation networks (Slim's have them, timm's resnetv2 has
+    # none); v1 networks have no such convolution.
+    bias_without_norm: bool = True
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -159,7 +165,7 @@ class ResNet(nn.Module):
             (k, k),
             (self.stem_strides, self.stem_strides),
             padding=[(pad, pad), (pad, pad)],
-            use_bias=pre_activation,
+            use_bias=pre_activation and self.bias_without_norm,
             name="conv_init",
         )(jnp.asarray(x, self.dtype))
         if not pre_activation:
@@ -168,10 +174,13 @@ class ResNet(nn.Module):
             x = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
         end_points["stem"] = x
 
+        block = self.block_cls
+        if pre_activation:
+            block = partial(block, use_bias=self.bias_without_norm)
         for i, block_size in enumerate(self.stage_sizes):
             for j in range(block_size):
                 strides = (2, 2) if i > 0 and j == 0 else (1, 1)
-                x = self.block_cls(
+                x = block(
                     self.num_filters * 2**i, strides=strides, conv=conv, norm=norm, act=self.act
                 )(x)
             end_points[f"block{i + 1}"] = x

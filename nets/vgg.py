@@ -14,7 +14,8 @@ exactly Slim's and torchvision's network with Slim's parameter shapes (a Slim ch
 one-to-one; torchvision's fc6 weight `[4096, 512, 7, 7]` becomes our kernel by
 `transpose(2, 3, 1, 0)`), and like torchvision it classifies any image of 32 pixels or more with
 the same parameters. (Slim's own fully convolutional mode, `spatial_squeeze=False`, instead slides
-fc6 over larger maps and yields a map of logits.)
+fc6 over larger maps and yields a map of logits; timm's VGG slides it too and averages `fc7`'s
+map, which `larger_maps='slide'` computes.)
 """
 
 from collections.abc import Sequence
@@ -41,7 +42,8 @@ class VGG(nn.Module):
     `[batch, fc_width]` (the input of the logits layer, before dropout) when `num_classes` is 0
     or None. End points, Slim's names: `conv1`..`conv5` (each stage's last convolution, after
     its ReLU), `pool1`..`pool5` (`pool1` is also `stem`), `fc6`, `fc7`
-    (`[batch, 1, 1, fc_width]`), `pre_logits`, and `logits`/`predictions` when there is a head.
+    (`[batch, 1, 1, fc_width]`; larger maps with `larger_maps='slide'` on images over 224, whose
+    mean is `pre_logits`), `pre_logits`, and `logits`/`predictions` when there is a head.
     Parameters are named as Slim's variables: `conv3_2` is stage 3's second convolution (and
     `bn3_2` its BatchNorm), then `fc6`, `fc7`, `fc8`.
     """
@@ -54,6 +56,9 @@ class VGG(nn.Module):
     stage_widths: Sequence[int] = (64, 128, 256, 512, 512)
     fc_width: int = 4096
     dropout_rate: float = 0.5  # Slim and torchvision: on the inputs of fc7 and fc8
+    # Maps larger than fc6's 7x7 window (images over 224): 'pool' average-pools them to 7x7
+    # (torchvision); 'slide' slides fc6 over them and averages fc7's map (timm's VGG).
+    larger_maps: str = "pool"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
 
@@ -76,7 +81,12 @@ class VGG(nn.Module):
                 end_points["stem"] = x
 
         widths = (self.fc_width, self.fc_width)
-        head = partial(fully_connected_head, train=train, dropout_rate=self.dropout_rate)
+        head = partial(
+            fully_connected_head,
+            train=train,
+            dropout_rate=self.dropout_rate,
+            larger_maps=self.larger_maps,
+        )
         return head(x, end_points, self.num_classes, conv, 7, widths)
 
 

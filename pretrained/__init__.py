@@ -26,9 +26,11 @@ __all__ = ["Pretrained", "WeightFileError", "conventions", "fill", "is_weight_fi
 def conventions(name: str, path: str | Path, kwargs: dict[str, Any]) -> dict[str, Any]:
     """`kwargs` with the constructor fields the weights at `path` need; raises `ValueError` when
     `kwargs` set one of them otherwise (the network would compute another function)."""
-    return _conventions(
-        *architectures.find(name, architectures.file_architecture(files.read_config(path))), kwargs
-    )
+    config = files.read_config(path)
+    source, arch = architectures.find(name, architectures.file_architecture(config))
+    if arch.alternatives:  # the file's keys tell its layout, whose conventions may differ
+        source, arch = _find(name, files.read(path))
+    return _conventions(source, arch, kwargs)
 
 
 def _conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +59,7 @@ def fill(
 def _fill(
     weights: files.WeightFile, name: str, network_fn: Any, variables: dict, exclude: Sequence[str]
 ) -> tuple[dict, list[str], Pretrained]:
-    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
+    source, arch = _find(name, weights)
     file_classes = _file_classes(weights, arch)
     shapes = convert.leaf_shapes(variables)
     head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
@@ -122,7 +124,7 @@ def load(
     import nets_factory  # the door imports this package lazily; the loop closes here
 
     weights = files.read(path)
-    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
+    source, arch = _find(name, weights)
     kwargs = _conventions(source, arch, kwargs)
     if num_classes is None:
         num_classes = _file_classes(weights, arch)
@@ -142,6 +144,12 @@ def load(
         )
     network_fn = dataclasses.replace(network_fn, pretrained=info)
     return network_fn, jax.tree.map(jnp.asarray, variables)
+
+
+def _find(name: str, weights: files.WeightFile) -> tuple[str, Architecture]:
+    """The architecture for `name` and the file's config, in the key layout the file has."""
+    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
+    return source, convert.for_keys(arch, weights.tensors)
 
 
 def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:

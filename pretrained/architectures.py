@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import inception, mobilenet, resnet
+from pretrained import inception, mobilenet, resnet, resnet_v2, vgg
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -38,6 +38,8 @@ class Pretrained:
 # One table per family (`pretrained/<family>.py`), merged.
 ARCHITECTURES: dict[str, Architecture] = {
     **resnet.ARCHITECTURES,
+    **resnet_v2.ARCHITECTURES,
+    **vgg.ARCHITECTURES,
     **inception.ARCHITECTURES,
     **mobilenet.ARCHITECTURES,
 }

@@ -6,10 +6,19 @@ PyTorch's tensors are the same for every family (`LEAVES`, `_permutation`). `pla
 whole file against the whole network before anything is converted, so a bad file fails with one
 line naming the first tensor that does not fit: a missing one, a shape that differs, or tensors
 the network does not use (a file for another architecture).
+
+Two generic views cover layers one library writes as a convolution and another as a dense layer
+(`_view`): a `Linear` weight `[out, c * kh * kw]` fills our `kh x kw` convolution kernel
+(torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW maps channel-major; with
+`kh = kw = 1`, Slim's 1x1 convolution classifiers and our MobileNet V3's `Conv_2`), and a
+1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv` heads). A family whose
+files come in several key layouts (timm's and torchvision's VGG) lists the others as
+`alternatives`; `for_keys` picks the one whose classifier the file holds.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -41,6 +50,9 @@ class Architecture:
     layout: Callable[[nn.Module], Layout]  # the built module -> our paths to the file's keys
     head: tuple[str, ...]  # our classifier's module path
     source_head: str  # the file's classifier prefix
+    # Other key layouts of the same network's files (torchvision's, where this one is timm's),
+    # each with its convention: `for_keys` picks one by the classifier the file holds.
+    alternatives: tuple["Architecture", ...] = ()
     # The file's module prefixes the network leaves out, as the reference does when it loads them
     # (torchvision's training-only auxiliary classifiers).
     dropped: tuple[str, ...] = ()
@@ -53,6 +65,15 @@ class Architecture:
         return key.startswith(tuple(f"{prefix}." for prefix in self.dropped))
 
 
+def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:
+    """`arch`, or the first of its `alternatives` whose classifier `keys` hold when `arch`'s is
+    not there (a file with neither is `arch`'s, and its errors name `arch`'s keys)."""
+    for candidate in (arch, *arch.alternatives):
+        if f"{candidate.source_head}.weight" in keys:
+            return candidate
+    return arch
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One variable: which tensor fills it, and how its axes move."""
@@ -60,17 +81,29 @@ class Step:
     target: Path
     source: str
     permutation: tuple[int, ...] | None
-    reshape: tuple[int, ...] | None = None  # after the permutation: a dense weight as a 1x1 conv
+    view: tuple[int, ...] | None = None  # the source's shape before `permutation`, if reshaped
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
-    """PyTorch -> ours (`ndim` the source's): conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]`
-    -> `[k, k, 1, c]`), dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
+    """PyTorch -> ours: conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]` -> `[k, k, 1, c]`),
+    dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
     if leaf == "kernel" and ndim == 4:
         return (2, 3, 1, 0)
     if leaf == "kernel" and ndim == 2:
         return (1, 0)
     return None
+
+
+def _view(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The PyTorch shape to view a source of shape `got` as, for a kernel of ours of `shape`
+    written by the other kind of layer: a dense weight `[out, c * kh * kw]` as `[out, c, kh, kw]`
+    for our convolution, a 1x1 convolution `[out, in, 1, 1]` as `[out, in]` for our dense layer.
+    None when `got` needs no view, or none fits."""
+    if leaf != "kernel" or len(shape) not in (2, 4) or len(got) == len(shape):
+        return None
+    torch_shape = (shape[-1], shape[-2], *shape[:-2])  # HWIO -> OIHW, [in, out] -> [out, in]
+    dense = len(got) == 2 and got[0] == torch_shape[0] and math.prod(got) == math.prod(shape)
+    return torch_shape if dense or got == (*torch_shape, 1, 1) else None
 
 
 def plan(
@@ -94,19 +127,21 @@ def plan(
         where = "/".join(path)
         if source not in source_shapes:
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
+        permutation = _permutation(path[-1], len(shape))
         got = tuple(source_shapes[source])
-        permutation = _permutation(path[-1], len(got))
-        moved = tuple(got[i] for i in permutation) if permutation else got
-        # A Linear's `[out, in]` weight as a 1x1 convolution's `[1, 1, in, out]` kernel (Slim's
-        # classifiers, torchvision's MobileNetV3 head).
-        dense_as_conv = path[-1] == "kernel" and len(got) == 2 and tuple(shape) == (1, 1, *moved)
-        reshape = tuple(shape) if dense_as_conv else None
-        if moved != tuple(shape) and reshape is None:
+        view = _view(path[-1], got, tuple(shape))
+        viewed = view or got
+        moved = (
+            tuple(viewed[i] for i in permutation)
+            if permutation and len(viewed) == len(shape)
+            else viewed
+        )
+        if moved != tuple(shape):
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
                 f"(a file for another configuration of the network?)"
             )
-        steps.append(Step(path, source, permutation, reshape))
+        steps.append(Step(path, source, permutation, view))
         used.add(source)
     unused = sorted(
         k
@@ -128,10 +163,10 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
     out = jax.tree.map(lambda leaf: leaf, variables)
     for step in steps:
         value = np.asarray(tensors[step.source], np.float32)
+        if step.view:
+            value = value.reshape(step.view)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
-        if step.reshape:
-            value = value.reshape(step.reshape)
         node = out
         for key in step.target[:-1]:
             node = node[key]

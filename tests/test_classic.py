@@ -131,6 +131,18 @@ def test_fully_connected_heads_run_at_other_image_sizes(name):
         assert points["logits"] == (1, 10) and points["pre_logits"] == (1, 4096)
 
 
+def test_vgg_larger_maps():
+    # 'slide' (timm) keeps fc7's map on images over 224 and averages it; 'pool' (torchvision)
+    # pools every map to 7x7. Up to 224 both are the same network; anything else is refused.
+    for size, fc7 in ((224, (1, 1, 1, 4096)), (320, (1, 4, 4, 4096))):
+        fn = nets_factory.get_network_fn("vgg11", num_classes=10, larger_maps="slide")
+        points = summary.profile(fn, image_size=size).end_points
+        assert points["fc7"] == fc7 and points["pre_logits"] == (1, 4096)
+    bad = nets_factory.get_network_fn("vgg11", num_classes=10, larger_maps="crop")
+    with pytest.raises(ValueError, match="larger_maps must be 'pool' or 'slide', got 'crop'"):
+        summary.profile(bad)
+
+
 def test_adaptive_avg_pool_is_torchs():
     rng = np.random.default_rng(0)  # numpy inputs: nothing to compile
     x = jnp.asarray(rng.normal(size=(2, 5, 9, 3)), jnp.float32)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers.conv import ModuleDef
-from nets.layers.pooling import adaptive_avg_pool
+from nets.layers.pooling import adaptive_avg_pool, global_avg_pool
 
 EndPoints = dict[str, jax.Array]
 
@@ -112,6 +112,7 @@ def fully_connected_head(
     train: bool,
     dropout_rate: float,
     dropout_inputs: Sequence[str] = ("fc7", "fc8"),
+    larger_maps: str = "pool",
 ) -> tuple[jax.Array, EndPoints]:
     """Slim's fully connected layers as convolutions (AlexNet, OverFeat, VGG), then `classify`.
 
@@ -120,20 +121,29 @@ def fully_connected_head(
     convolution; the `fc7` features are `pre_logits`. A Slim checkpoint maps one-to-one, and
     torchvision's `Linear` weight `[out, c, k, k]` becomes the `fc6` kernel by
     `transpose(2, 3, 1, 0)`. `dropout_inputs` names the layers whose inputs are dropped out.
+
+    `larger_maps='slide'` (timm's VGG) pools only maps smaller than the window up to it, slides
+    `fc6` and `fc7` over larger ones and averages `fc7`'s map; `'pool'` (torchvision) pools every
+    map to the window. Both are the same function up to the window's size.
     """
+    if larger_maps not in ("pool", "slide"):
+        raise ValueError(f"larger_maps must be 'pool' or 'slide', got {larger_maps!r}")
+    size = (window, window)
+    if larger_maps == "slide":
+        size = tuple(max(n, window) for n in x.shape[1:3])
 
     def dropout(y: jax.Array, layer: str) -> jax.Array:
         if layer not in dropout_inputs:
             return y
         return nn.Dropout(dropout_rate, deterministic=not train)(y)
 
-    x = dropout(adaptive_avg_pool(x, window), "fc6")
+    x = dropout(adaptive_avg_pool(x, size), "fc6")
     x = end_points["fc6"] = nn.relu(
         conv(widths[0], (window, window), padding="VALID", name="fc6")(x)
     )
     x = end_points["fc7"] = nn.relu(conv(widths[1], (1, 1), name="fc7")(dropout(x, "fc7")))
     rate = dropout_rate if "fc8" in dropout_inputs else 0.0
-    features = x[:, 0, 0, :]
+    features = global_avg_pool(x)  # of the 1x1 map, or of the slid map
     return classify(
         features, end_points, num_classes, train=train, dropout_rate=rate, conv=conv, name="fc8"
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import inception, mobilenet, resnet, resnet_v2, vgg
+from pretrained import inception, mobilenet, nasnet, resnet, resnet_v2, vgg
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -42,6 +42,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **vgg.ARCHITECTURES,
     **inception.ARCHITECTURES,
     **mobilenet.ARCHITECTURES,
+    **nasnet.ARCHITECTURES,
 }
 
 

@@ -6,6 +6,7 @@ Two steps, in two environments (torch and timm are never the project's dependenc
     #    their files and their eval logits on two random 224 px images
     cd tools && PYTHONPATH=../../shared/tools /tmp/torchenv/bin/python measure_parity.py make \\
         /tmp/parity resnet18 resnet50 ...
+    #    (`make /tmp/parity --size=331 pnasnet5large`: images of another size)
     # 2. with the project installed: our logits from the same files, a Markdown table
     python tools/measure_parity.py check /tmp/parity
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 
-def make(folder: Path, architectures: list[str]) -> None:
+def make(folder: Path, architectures: list[str], size: int = 224) -> None:
     import json
 
     import numpy as np
@@ -28,7 +29,7 @@ def make(folder: Path, architectures: list[str]) -> None:
         generator = torch.Generator().manual_seed(0)
         model = timm.create_model(architecture, pretrained=False)
         perturb(model, generator)
-        images = torch.randn(2, 3, 224, 224, generator=generator)
+        images = torch.randn(2, 3, size, size, generator=generator)
         with torch.no_grad():
             logits = model(images)
         out = folder / architecture
@@ -69,4 +70,10 @@ def check(folder: Path) -> None:
 
 if __name__ == "__main__":
     command, folder, *names = sys.argv[1:]
-    make(Path(folder), names) if command == "make" else check(Path(folder))
+    # `make FOLDER --size=331 NAMES...`: images of another size than 224 px
+    size = (
+        int(names.pop(0).removeprefix("--size="))
+        if names[:1] and names[0].startswith("--size=")
+        else 224
+    )
+    make(Path(folder), names, size) if command == "make" else check(Path(folder))

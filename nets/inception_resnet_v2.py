@@ -23,7 +23,7 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    SlimInception,
+    ThinnableInception,
     classify,
     concat_branches,
 )
@@ -144,7 +144,7 @@ _AUX = functools.partial(
 )
 
 
-class InceptionResnetV2(SlimInception):
+class InceptionResnetV2(ThinnableInception):
     """Slim's Inception-ResNet-v2, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_5b`,
@@ -154,6 +154,10 @@ class InceptionResnetV2(SlimInception):
     train and eval variables match). Dropout (keep_prob 0.8) precedes the fully connected
     `Logits/Logits`. BatchNorm as `inception_resnet_v2_arg_scope`: decay 0.9997, epsilon 0.001,
     no scale.
+
+    `depth_multiplier` and `min_depth` are not Slim's here: they thin every convolution as in
+    Slim's inception_v2/v3 (`max(int(d * depth_multiplier), min_depth)`), for small test networks;
+    each residual block's `Conv2d_1x1` projects back to whatever width it is given.
     """
 
     default_image_size: ClassVar[int] = 299

@@ -281,7 +281,8 @@ class SlimInception(nn.Module):
 
 
 class ThinnableInception(SlimInception):
-    """Slim's Inception v2/v3 `depth_multiplier` and `min_depth`, thinning every convolution."""
+    """Slim's Inception v2/v3 `depth_multiplier` and `min_depth`, thinning every convolution
+    (v1, v4 and Inception-ResNet-v2 take them too, for small test networks)."""
 
     depth_multiplier: float = 1.0
     min_depth: int = 16

@@ -17,7 +17,7 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    SlimInception,
+    ThinnableInception,
     reduction_b,
 )
 
@@ -120,7 +120,7 @@ _AUX = functools.partial(
 )
 
 
-class InceptionV4(SlimInception):
+class InceptionV4(ThinnableInception):
     """Slim's Inception v4, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_7d`) plus
@@ -128,6 +128,9 @@ class InceptionV4(SlimInception):
     training `aux_logits`, Slim's `AuxLogits` head on `Mixed_6h` (`create_aux_logits`; `init`
     creates its parameters whatever the mode, so train and eval variables match). Dropout
     (keep_prob 0.8) precedes the fully connected `Logits/Logits`.
+
+    `depth_multiplier` and `min_depth` are not Slim's for v4: they thin every convolution as in
+    Slim's inception_v2/v3 (`max(int(d * depth_multiplier), min_depth)`), for small test networks.
     """
 
     default_image_size: ClassVar[int] = 299

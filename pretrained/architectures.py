@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import inception, mobilenet, nasnet, resnet, resnet_v2, vgg
+from pretrained import inception, inception_v4, mobilenet, nasnet, resnet, resnet_v2, vgg
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -41,6 +41,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **resnet_v2.ARCHITECTURES,
     **vgg.ARCHITECTURES,
     **inception.ARCHITECTURES,
+    **inception_v4.ARCHITECTURES,
     **mobilenet.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
 }

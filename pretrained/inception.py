@@ -46,7 +46,7 @@ _BLOCKS = {
     "Mixed_7a": _D,
     **dict.fromkeys(("Mixed_7b", "Mixed_7c"), _E),
 }
-_LEAF_MODULES = {"conv": "conv", "BatchNorm": "bn"}
+LEAF_MODULES = {"conv": "conv", "BatchNorm": "bn"}
 
 
 def _convolutions(layers: tuple) -> list[str]:
@@ -81,8 +81,8 @@ _V3_NAMES = _v3_names()
 
 def v3_layout(path: tuple[str, ...]) -> str:
     """Our Inception v3 module path -> the torch prefix."""
-    if path[-1] in _LEAF_MODULES:
-        return f"{_V3_NAMES[path[:-1]]}.{_LEAF_MODULES[path[-1]]}"
+    if path[-1] in LEAF_MODULES:
+        return f"{_V3_NAMES[path[:-1]]}.{LEAF_MODULES[path[-1]]}"
     return _V3_NAMES[path]
 
 
@@ -93,7 +93,7 @@ def googlenet_layout(path: tuple[str, ...]) -> str:
 
 # torchvision's `transform_input=True` (set when its weights load) turns ImageNet-normalised
 # images into `(x - 0.5) / 0.5`, which these weights expect; timm's configs say the same.
-_INCEPTION_INPUTS = {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
+INCEPTION_INPUTS = {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
 
 
 def _inception_v3(count_include_pad: bool) -> Architecture:
@@ -109,7 +109,7 @@ def _inception_v3(count_include_pad: bool) -> Architecture:
         head=("Logits", "Conv2d_1c_1x1"),
         source_head="fc",
         dropped=("AuxLogits",),
-        preprocessing={"image_size": 299, **_INCEPTION_INPUTS},
+        preprocessing={"image_size": 299, **INCEPTION_INPUTS},
     )
 
 
@@ -131,6 +131,6 @@ ARCHITECTURES = {
         head=("fc",),
         source_head="fc",
         dropped=("aux1", "aux2"),
-        preprocessing=_INCEPTION_INPUTS,
+        preprocessing=INCEPTION_INPUTS,
     ),
 }

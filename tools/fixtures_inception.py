@@ -27,11 +27,14 @@ def depth(features: int, multiplier: float = 0.1) -> int:
 # Inception v3
 
 
-def thin_conv_norm_act(in_channels, out_channels, kernel_size=1, stride=1, padding="", **kw):
-    """timm's ConvNormAct, `depth(out_channels)` wide, of any input width."""
+def thin_conv_norm_act(
+    in_channels, out_channels, kernel_size=1, stride=1, padding="", multiplier=0.1, **kw
+):
+    """timm's ConvNormAct, `depth(out_channels, multiplier)` wide, of any input width."""
     del in_channels
-    block = timm.layers.ConvNormAct(1, depth(out_channels), kernel_size, stride, padding, **kw)
-    block.conv = nn.LazyConv2d(depth(out_channels), kernel_size, stride, padding, bias=False)
+    width = depth(out_channels, multiplier)
+    block = timm.layers.ConvNormAct(1, width, kernel_size, stride, padding, **kw)
+    block.conv = nn.LazyConv2d(width, kernel_size, stride, padding, bias=False)
     return block
 
 

@@ -3,7 +3,7 @@
 Two steps, in two environments (torch and timm are never the project's dependencies):
 
     # 1. with torch + timm (see tools/parity.py): full-size networks with non-trivial weights,
-    #    their files and their eval logits on two random 224 px images
+    #    their files and their eval logits on two random 224 px images (`IMAGE_SIZES`: others)
     cd tools && PYTHONPATH=../../shared/tools /tmp/torchenv/bin/python measure_parity.py make \\
         /tmp/parity resnet18 resnet50 ...
     #    (`make /tmp/parity --size=331 pnasnet5large`: images of another size)
@@ -15,6 +15,9 @@ Prints one row per architecture: max |ours - reference| / max |reference|.
 
 import sys
 from pathlib import Path
+
+# (image, calibration) sizes of networks whose smallest input exceeds the calibration's 56 px.
+IMAGE_SIZES = {"inception_v4": (299, 299), "inception_resnet_v2": (299, 299)}
 
 
 def make(folder: Path, architectures: list[str], size: int = 224) -> None:
@@ -28,8 +31,9 @@ def make(folder: Path, architectures: list[str], size: int = 224) -> None:
     for architecture in architectures:
         generator = torch.Generator().manual_seed(0)
         model = timm.create_model(architecture, pretrained=False)
-        perturb(model, generator)
-        images = torch.randn(2, 3, size, size, generator=generator)
+        image_size, calibration_size = IMAGE_SIZES.get(architecture, (size, 56))
+        perturb(model, generator, calibration_size)
+        images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():
             logits = model(images)
         out = folder / architecture

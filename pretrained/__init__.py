@@ -82,9 +82,7 @@ def _fill(
     info = Pretrained(
         source=source,
         file=str(weights.path),
-        class_names=architectures.imagenet_class_names()
-        if keep_head and file_classes == 1000
-        else (),
+        class_names=architectures.imagenet_class_names(file_classes) if keep_head else (),
         **{**arch.preprocessing, **architectures.preprocessing(weights.config)},
     )
     return convert.apply(steps, weights.tensors, variables), kept, info

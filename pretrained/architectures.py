@@ -87,7 +87,9 @@ def preprocessing(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def imagenet_class_names() -> tuple[str, ...]:
-    """The 1000 ImageNet-1k class names, in logit order (the first lemma of each synset)."""
+def imagenet_class_names(num_classes: int = 1000) -> tuple[str, ...]:
+    """The ImageNet-1k class names in logit order (the first lemma of each synset): 1000, or
+    Slim's 1001 with `background` first; `()` for any other count."""
     lines = _CLASSES_FILE.read_text().splitlines()
-    return tuple(line.split("\t")[1].split(",")[0] for line in lines if not line.startswith("#"))
+    names = tuple(line.split("\t")[1].split(",")[0] for line in lines if not line.startswith("#"))
+    return {1000: names, 1001: ("background", *names)}.get(num_classes, ())

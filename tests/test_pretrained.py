@@ -86,6 +86,9 @@ def test_hub_config_sets_the_preprocessing(tmp_path):
 
 
 def test_imagenet_class_names():
+    slims = architectures.imagenet_class_names(1001)  # background first, as Slim's checkpoints
+    assert slims[0] == "background" and slims[1:] == architectures.imagenet_class_names()
+    assert architectures.imagenet_class_names(10) == ()
     names = architectures.imagenet_class_names()
     assert len(names) == 1000 and len(set(names)) > 990
     assert (names[0], names[1], names[999]) == ("tench", "goldfish", "toilet tissue")

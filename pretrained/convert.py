@@ -9,12 +9,12 @@ fails with one line naming the first tensor that does not fit: a missing one, a 
 differs, or tensors the network does not use (a file for another architecture).
 
 Two generic views cover layers one library writes as a convolution and another as a dense layer
-(`_view`, PyTorch's; Keras's are in `_keras_layout`): a `Linear` weight `[out, c * kh * kw]` fills our `kh x kw` convolution kernel
-(torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW maps channel-major; with
-`kh = kw = 1`, Slim's 1x1 convolution classifiers and our MobileNet V3's `Conv_2`), and a
-1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv` heads). A family whose
-files come in several key layouts (timm's and torchvision's VGG) lists the others as
-`alternatives`; `for_keys` picks the one whose classifier the file holds.
+(`_view`; Keras's own are in `_keras_layout`): a `Linear` weight `[out, c * kh * kw]` fills our
+`kh x kw` convolution kernel (torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW
+maps channel-major; with `kh = kw = 1`, Slim's 1x1 convolution classifiers and our MobileNet V3's
+`Conv_2`), and a 1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv`
+heads). A family whose files come in several key layouts (timm's and torchvision's VGG) lists
+the others as `alternatives`; `for_keys` picks the one whose classifier the file holds.
 """
 
 import dataclasses

@@ -14,6 +14,7 @@ Nothing here downloads anything: paths are local files.
 """
 
 import dataclasses
+import importlib
 import json
 import zipfile
 from pathlib import Path
@@ -116,15 +117,22 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         raise WeightFileError(f"{path} is not a readable safetensors file: {e}") from None
 
 
-def _read_torch(path: Path) -> dict[str, np.ndarray]:
+def _require(module: str, path: Path, what: str, how: str) -> Any:
+    """`import module`, or one line saying that reading `path` (`what`) needs it, and `how`."""
     try:
-        import torch
+        return importlib.import_module(module)
     except ImportError:
-        raise WeightFileError(
-            f"{path} is a PyTorch file, and torch is not installed: `pip install torch` (the CPU "
-            "build is enough), or convert it to safetensors where torch is installed: "
-            "`safetensors.torch.save_file(torch.load(path), 'model.safetensors')`"
-        ) from None
+        raise WeightFileError(f"{path} is {what}, and {module} is not installed: {how}") from None
+
+
+def _read_torch(path: Path) -> dict[str, np.ndarray]:
+    torch = _require(
+        "torch",
+        path,
+        "a PyTorch file",
+        "`pip install torch` (the CPU build is enough), or convert it to safetensors where torch "
+        "is installed: `safetensors.torch.save_file(torch.load(path), 'model.safetensors')`",
+    )
     if not zipfile.is_zipfile(path):
         raise WeightFileError(f"{path} is not a PyTorch file (torch.save writes zip archives)")
     state = torch.load(path, map_location="cpu", weights_only=True)
@@ -135,13 +143,9 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
 
 
 def _read_keras(path: Path) -> dict[str, np.ndarray]:
-    try:
-        import h5py
-    except ImportError:
-        raise WeightFileError(
-            f"{path} is a Keras HDF5 file, and h5py is not installed: "
-            "`pip install 'jax-nets-factory[keras]'` (or `pip install h5py`)"
-        ) from None
+    h5py = _require(
+        "h5py", path, "a Keras HDF5 file", "`pip install 'jax-nets-factory[keras]'` (or h5py)"
+    )
     try:
         with h5py.File(path, "r") as f:
             root = f.get("model_weights", f)

@@ -5,6 +5,7 @@ Standalone (TensorFlow, not torch or timm; `tools/parity.py` imports torch):
     python3 -m venv /work/tfenv && /work/tfenv/bin/pip install tensorflow-cpu==2.21.0 h5py \
         numpy safetensors
     /work/tfenv/bin/python tools/fixtures_keras.py
+    /work/tfenv/bin/python tools/fixtures_keras.py full /tmp/keras  # full size (docs/pretrained.md)
 
 Keras's published weights (`mobilenet_2_5_224_tf.h5`, ...) are Keras 2 `save_weights` HDF5 files:
 the root's `layer_names` attribute lists every layer; each layer's group has a `weight_names`
@@ -23,6 +24,7 @@ pixel at the bottom/right only, TensorFlow's 'SAME' on both sides). The index
 full-size networks (224 px, 1000 classes).
 """
 
+import sys
 from pathlib import Path
 
 import h5py
@@ -72,23 +74,22 @@ def perturb(model, rng: np.random.Generator) -> None:
         layer.set_weights(values)
 
 
-def write_case(name: str, size: int) -> None:
-    keras.utils.set_random_seed(sum(map(ord, name)))
+def write_case(folder: Path, size: int, alpha: float = 0.25, classes: int = 10) -> None:
+    keras.utils.set_random_seed(sum(map(ord, folder.name)))
     model = keras.applications.MobileNet(
         input_shape=(size, size, 3),
-        alpha=0.25,
+        alpha=alpha,
         weights=None,
-        classes=10,
+        classes=classes,
         classifier_activation=None,
     )
-    perturb(model, np.random.default_rng(sum(map(ord, name))))
+    perturb(model, np.random.default_rng(sum(map(ord, folder.name))))
     images = np.random.default_rng(0).normal(size=(2, size, size, 3)).astype(np.float32)
     logits = np.asarray(model(images, training=False), np.float32)
-    folder = ROOT / "parity" / name
     folder.mkdir(parents=True, exist_ok=True)
     write_h5(model, folder / "model.h5")
     save_file({"images": images, "logits": logits}, folder / "expected.safetensors")
-    print(name, logits.shape, float(np.abs(logits).max()))
+    print(folder, logits.shape, float(np.abs(logits).max()))
 
 
 def write_index() -> None:
@@ -103,6 +104,10 @@ def write_index() -> None:
 
 
 if __name__ == "__main__":
-    write_case("keras_mobilenet", 64)
-    write_case("keras_mobilenet_odd", 56)
-    write_index()
+    if sys.argv[1:2] == ["full"]:  # `full FOLDER`: full-size MobileNets to measure parity on
+        for size in (224, 200):
+            write_case(Path(sys.argv[2]) / f"mobilenet_1_0_{size}", size, 1.0, 1000)
+    else:
+        write_case(ROOT / "parity" / "keras_mobilenet", 64)
+        write_case(ROOT / "parity" / "keras_mobilenet_odd", 56)
+        write_index()

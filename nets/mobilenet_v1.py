@@ -23,6 +23,7 @@ from nets.layers import (
     classify,
     global_avg_pool,
 )
+from nets.layers.padding import PaddingLike
 
 # Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
 _SEPARABLE_LAYERS = (
@@ -59,6 +60,10 @@ class MobileNetV1(nn.Module):
     dropout_rate: float = 0.001  # Slim's dropout_keep_prob=0.999
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    # Of the stride-2 depthwise convolutions (`nets.layers.padding`): Slim's 'SAME', or Keras's
+    # `ZeroPadding2D(((0, 1), (0, 1)))` then 'valid', `((0, 1), (0, 1))`: the same on even
+    # maps, one output fewer on odd ones (Keras's MobileNet at 56 px sees 7 and 3 pixel maps).
+    downsample_padding: PaddingLike = "SAME"
 
     def depth(self, channels: int) -> int:
         """Slim's width rule: truncate, then clamp to `min_depth`."""
@@ -78,7 +83,8 @@ class MobileNetV1(nn.Module):
         for i, (strides, depth) in enumerate(_SEPARABLE_LAYERS, start=1):
             channels = x.shape[-1]
             name = f"Conv2d_{i}_depthwise"
-            x = layer(channels, 3, strides=strides, groups=channels, name=name)(x)
+            padding = self.downsample_padding if strides == 2 else "SAME"
+            x = layer(channels, 3, strides=strides, padding=padding, groups=channels, name=name)(x)
             end_points[name] = x
             name = f"Conv2d_{i}_pointwise"
             x = layer(self.depth(depth), 1, name=name)(x)

@@ -70,9 +70,11 @@ def _fill(
         arch.layout(network_fn.module),
         skip=lambda path: path in head and not keep_head,
         skip_sources=lambda key: (
-            arch.drops(key) or (key.startswith(arch.source_head + ".") and not keep_head)
+            arch.drops(key)
+            or (key.startswith(arch.source_head + arch.framework.separator) and not keep_head)
         ),
         what=str(weights.path),
+        framework=arch.framework,
     )
     patterns = [re.compile(p) for p in exclude]
     excluded = lambda path: any(p.search("/".join(path)) for p in patterns)  # noqa: E731
@@ -105,7 +107,8 @@ def load(
         `pretrained.architectures.ARCHITECTURES`); the network is built with the conventions the
         weights were trained with (e.g. PyTorch's symmetric padding).
       path: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
-        `config.json`), or a torchvision `.pth` (needs torch). Nothing is downloaded.
+        `config.json`), a torchvision `.pth` (needs torch), or a Keras Applications `.h5` (needs
+        h5py). Nothing is downloaded.
       num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
         initialised from `rng`, for fine-tuning.
       **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
@@ -151,9 +154,9 @@ def _find(name: str, weights: files.WeightFile) -> tuple[str, Architecture]:
 
 
 def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:
-    key = f"{arch.source_head}.weight"
+    key = arch.head_kernel
     if key not in weights.tensors:
         raise WeightFileError(
             f"{weights.path} has no classifier {key!r}: not a {arch.network} file"
         )
-    return int(weights.tensors[key].shape[0])
+    return int(weights.tensors[key].shape[arch.framework.kernel_outputs])

@@ -1,7 +1,7 @@
 """Which published architectures load into which of our networks, and with which conventions.
 
-Each family's module (`pretrained/resnet.py`, ...) has a table from a timm or torchvision
-architecture name to an `Architecture`: our registry name, the constructor fields the weights
+Each family's module (`pretrained/resnet.py`, ...) has a table from a timm, torchvision or
+Keras architecture name to an `Architecture`: our registry name, the constructor fields the weights
 were trained with (their padding convention, ...), the family's state-dict layout. Our registry
 names are keys too, where ours is the same function. `Pretrained` defaults to the preprocessing
 torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a file does not say.
@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrained import inception, inception_v4, mobilenet, nasnet, resnet, resnet_v2, vgg
+from pretrained import (
+    inception,
+    inception_v4,
+    mobilenet,
+    mobilenet_v1,
+    nasnet,
+    resnet,
+    resnet_v2,
+    vgg,
+)
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
 
@@ -43,6 +52,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **inception.ARCHITECTURES,
     **inception_v4.ARCHITECTURES,
     **mobilenet.ARCHITECTURES,
+    **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
 }
 

@@ -2,18 +2,19 @@
 
 A family's *layout* translates one of our module paths (`('BottleneckResNetBlock_3',
 'Conv_1')`) into the source's module prefix (`'layer2.0.conv2'`); the leaf names and layouts of
-PyTorch's tensors are the same for every family (`LEAVES`, `_permutation`). `plan` checks the
-whole file against the whole network before anything is converted, so a bad file fails with one
-line naming the first tensor that does not fit: a missing one, a shape that differs, or tensors
-the network does not use (a file for another architecture).
+a framework's tensors are the same for every family it wrote (a `Framework`: `TORCH`, the
+default, or `KERAS`, Keras 2's HDF5 weights: `conv1/kernel:0`, kernels already HWIO). `plan`
+checks the whole file against the whole network before anything is converted, so a bad file
+fails with one line naming the first tensor that does not fit: a missing one, a shape that
+differs, or tensors the network does not use (a file for another architecture).
 
 Two generic views cover layers one library writes as a convolution and another as a dense layer
-(`_view`): a `Linear` weight `[out, c * kh * kw]` fills our `kh x kw` convolution kernel
-(torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW maps channel-major; with
-`kh = kw = 1`, Slim's 1x1 convolution classifiers and our MobileNet V3's `Conv_2`), and a
-1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv` heads). A family whose
-files come in several key layouts (timm's and torchvision's VGG) lists the others as
-`alternatives`; `for_keys` picks the one whose classifier the file holds.
+(`_view`; Keras's own are in `_keras_layout`): a `Linear` weight `[out, c * kh * kw]` fills our
+`kh x kw` convolution kernel (torchvision's VGG and AlexNet `classifier.*`: PyTorch flattens NCHW
+maps channel-major; with `kh = kw = 1`, Slim's 1x1 convolution classifiers and our MobileNet V3's
+`Conv_2`), and a 1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv`
+heads). A family whose files come in several key layouts (timm's and torchvision's VGG) lists
+the others as `alternatives`; `for_keys` picks the one whose classifier the file holds.
 """
 
 import dataclasses
@@ -30,15 +31,69 @@ from pretrained.files import WeightFileError
 Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
 Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
 
-# Our leaf names -> PyTorch's: convolution/dense weights, BatchNorm's affine and statistics.
-LEAVES = {
-    "kernel": "weight",
-    "scale": "weight",
-    "bias": "bias",
-    "mean": "running_mean",
-    "var": "running_var",
-}
-DROPPED = ("num_batches_tracked",)  # PyTorch's BatchNorm counter: no counterpart
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A source framework's key and layout conventions, the same for every family it wrote."""
+
+    separator: str  # between a module prefix and a leaf: 'layer1.0.conv1' + '.' + 'weight'
+    leaves: Mapping[str, tuple[str, ...]]  # our leaf -> the source's names for it, tried in order
+    # (our leaf name, the tensor's shape, our variable's shape) -> the shape to view the tensor
+    # as (or None), and the permutation of the viewed axes (or None) that gives ours.
+    layout: Callable[[str, tuple[int, ...], tuple[int, ...]], tuple[tuple | None, tuple | None]]
+    kernel_outputs: int  # the axis of a classifier kernel that counts the classes
+    dropped: tuple[str, ...] = ()  # leaves with no counterpart
+
+    def keys(self, prefix: str, leaf: str) -> list[str]:
+        """The keys a variable `leaf` of the source's module `prefix` may have, in order."""
+        return [f"{prefix}{self.separator}{name}" for name in self.leaves[leaf]]
+
+
+def _torch_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
+    view = _view(leaf, got, shape)
+    return view, _permutation(leaf, len(shape))
+
+
+# Our leaf names -> PyTorch's: convolution/dense weights, BatchNorm's affine and statistics;
+# `num_batches_tracked`, BatchNorm's counter, has no counterpart.
+TORCH = Framework(
+    separator=".",
+    leaves={
+        "kernel": ("weight",),
+        "scale": ("weight",),
+        "bias": ("bias",),
+        "mean": ("running_mean",),
+        "var": ("running_var",),
+    },
+    layout=_torch_layout,
+    kernel_outputs=0,
+    dropped=("num_batches_tracked",),
+)
+
+
+def _keras_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
+    """Keras's kernels are ours but for two views: a depthwise kernel `[kh, kw, c, multiplier]`
+    as our `[kh, kw, 1, c * multiplier]` (channel-major, as Keras orders its outputs), and a 1x1
+    convolution `[1, 1, in, out]` as our dense `[in, out]`."""
+    depthwise = len(got) == len(shape) == 4 and got[:2] == shape[:2] and shape[2] == 1
+    if leaf == "kernel" and got != shape and (got == (1, 1, *shape) or depthwise):
+        return (shape if math.prod(got) == math.prod(shape) else None), None
+    return None, None
+
+
+# Keras 2's HDF5 weight names (`conv1/kernel:0`, `conv1_bn/moving_mean:0`), in Keras's layouts.
+KERAS = Framework(
+    separator="/",
+    leaves={
+        "kernel": ("kernel:0", "depthwise_kernel:0"),
+        "scale": ("gamma:0",),
+        "bias": ("bias:0", "beta:0"),
+        "mean": ("moving_mean:0",),
+        "var": ("moving_variance:0",),
+    },
+    layout=_keras_layout,
+    kernel_outputs=-1,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +114,12 @@ class Architecture:
     # `Pretrained` fields for files without a config.json that says them, where the weights
     # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]).
     preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    framework: Framework = TORCH  # the files' key names and tensor layouts
+
+    @property
+    def head_kernel(self) -> str:
+        """The file's key of the classifier kernel."""
+        return self.framework.keys(self.source_head, "kernel")[0]
 
     def drops(self, key: str) -> bool:
         """Whether the file's tensor `key` belongs to a module the network leaves out."""
@@ -69,7 +130,7 @@ def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:
     """`arch`, or the first of its `alternatives` whose classifier `keys` hold when `arch`'s is
     not there (a file with neither is `arch`'s, and its errors name `arch`'s keys)."""
     for candidate in (arch, *arch.alternatives):
-        if f"{candidate.source_head}.weight" in keys:
+        if candidate.head_kernel in keys:
             return candidate
     return arch
 
@@ -113,23 +174,24 @@ def plan(
     skip: Callable[[Path], bool] = lambda path: False,
     skip_sources: Callable[[str], bool] = lambda key: False,
     what: str = "the file",
+    framework: Framework = TORCH,
 ) -> list[Step]:
     """The steps filling every target not `skip`ped from the sources, each source used once.
 
     Raises `WeightFileError` for a missing tensor, a shape mismatch, or unused tensors (besides
-    `DROPPED` and `skip_sources`, e.g. a classifier that fine-tuning replaces).
+    the framework's `dropped` and `skip_sources`, e.g. a classifier that fine-tuning replaces).
     """
     steps, used = [], set()
     for path, shape in target_shapes.items():
         if skip(path):
             continue
-        source = f"{layout(path[1:-1])}.{LEAVES[path[-1]]}"
+        keys = framework.keys(layout(path[1:-1]), path[-1])
+        source = next((k for k in keys if k in source_shapes), keys[0])
         where = "/".join(path)
         if source not in source_shapes:
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
-        permutation = _permutation(path[-1], len(shape))
         got = tuple(source_shapes[source])
-        view = _view(path[-1], got, tuple(shape))
+        view, permutation = framework.layout(path[-1], got, tuple(shape))
         viewed = view or got
         moved = (
             tuple(viewed[i] for i in permutation)
@@ -146,7 +208,7 @@ def plan(
     unused = sorted(
         k
         for k in source_shapes
-        if k not in used and not k.endswith(DROPPED) and not skip_sources(k)
+        if k not in used and not k.endswith(framework.dropped) and not skip_sources(k)
     )
     if unused:
         shown = ", ".join(map(repr, unused[:3])) + (", ..." if len(unused) > 3 else "")

@@ -4,11 +4,17 @@
 - a folder holding `model.safetensors` (or `pytorch_model.bin`) and `config.json`: the Hub's
   layout, read as one unit; `config.json` names the architecture and its preprocessing.
 - `.pth` / `.pt` / `.bin` (torchvision's downloads): read with torch when it is installed.
+- `.h5` / `.hdf5` (Keras Applications' downloads): Keras 2's `save_weights` layout, read with h5py
+  when it is installed (`pip install 'jax-nets-factory[keras]'`). The root's `layer_names`
+  attribute lists the layers, each layer's group its `weight_names` (`conv1/kernel:0`), whose
+  datasets it holds; a whole-model file (`model.save`) has the same under `model_weights`. Keys
+  are `<layer>/<leaf>`: `conv1/kernel:0`, `conv_dw_1/depthwise_kernel:0`.
 
 Nothing here downloads anything: paths are local files.
 """
 
 import dataclasses
+import importlib
 import json
 import zipfile
 from pathlib import Path
@@ -22,6 +28,7 @@ class WeightFileError(ValueError):
 
 
 TORCH_SUFFIXES = (".pth", ".pt", ".bin")
+KERAS_SUFFIXES = (".h5", ".hdf5")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -43,7 +50,7 @@ def is_weight_file(path: str | Path) -> bool:
     path = Path(path).expanduser()
     if path.is_dir():
         return any((path / name).exists() for name in WEIGHT_FILES)
-    return path.suffix.lower() in (".safetensors", *TORCH_SUFFIXES, ".h5", ".hdf5", ".keras")
+    return path.suffix.lower() in (".safetensors", *TORCH_SUFFIXES, *KERAS_SUFFIXES, ".keras")
 
 
 def read(path: str | Path) -> WeightFile:
@@ -86,14 +93,17 @@ def _read_tensors(path: Path) -> dict[str, np.ndarray]:
         return _read_safetensors(path)
     if suffix in TORCH_SUFFIXES:
         return _read_torch(path)
-    if suffix in (".h5", ".hdf5", ".keras"):
+    if suffix in KERAS_SUFFIXES:
+        return _read_keras(path)
+    if suffix == ".keras":
         raise WeightFileError(
-            f"{path}: Keras files are not readable yet; convert the network to safetensors "
-            "or use its timm / torchvision weights"
+            f"{path}: Keras 3 .keras archives are not readable; save the weights in Keras 2's "
+            "HDF5 layout (the published .h5 files' one)"
         )
     raise WeightFileError(
         f"{path}: unknown weight format {suffix or '(no suffix)'}; expected .safetensors, "
-        f"{', '.join(TORCH_SUFFIXES)}, or a folder with {' or '.join(WEIGHT_FILES)}"
+        f"{', '.join(TORCH_SUFFIXES + KERAS_SUFFIXES)}, or a folder with "
+        f"{' or '.join(WEIGHT_FILES)}"
     )
 
 
@@ -107,15 +117,22 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
         raise WeightFileError(f"{path} is not a readable safetensors file: {e}") from None
 
 
-def _read_torch(path: Path) -> dict[str, np.ndarray]:
+def _require(module: str, path: Path, what: str, how: str) -> Any:
+    """`import module`, or one line saying that reading `path` (`what`) needs it, and `how`."""
     try:
-        import torch
+        return importlib.import_module(module)
     except ImportError:
-        raise WeightFileError(
-            f"{path} is a PyTorch file, and torch is not installed: `pip install torch` (the CPU "
-            "build is enough), or convert it to safetensors where torch is installed: "
-            "`safetensors.torch.save_file(torch.load(path), 'model.safetensors')`"
-        ) from None
+        raise WeightFileError(f"{path} is {what}, and {module} is not installed: {how}") from None
+
+
+def _read_torch(path: Path) -> dict[str, np.ndarray]:
+    torch = _require(
+        "torch",
+        path,
+        "a PyTorch file",
+        "`pip install torch` (the CPU build is enough), or convert it to safetensors where torch "
+        "is installed: `safetensors.torch.save_file(torch.load(path), 'model.safetensors')`",
+    )
     if not zipfile.is_zipfile(path):
         raise WeightFileError(f"{path} is not a PyTorch file (torch.save writes zip archives)")
     state = torch.load(path, map_location="cpu", weights_only=True)
@@ -123,6 +140,32 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     if not isinstance(state, dict):
         raise WeightFileError(f"{path} holds a {type(state).__name__}, not a state dict")
     return {k: _numpy(v) for k, v in state.items()}
+
+
+def _read_keras(path: Path) -> dict[str, np.ndarray]:
+    h5py = _require(
+        "h5py", path, "a Keras HDF5 file", "`pip install 'jax-nets-factory[keras]'` (or h5py)"
+    )
+    try:
+        with h5py.File(path, "r") as f:
+            root = f.get("model_weights", f)
+            if "layer_names" not in root.attrs:
+                raise WeightFileError(
+                    f"{path} is not in Keras 2's save_weights layout (no 'layer_names'; Keras 3's "
+                    "`.weights.h5` is another layout)"
+                )
+            tensors = {}
+            for layer in map(_text, root.attrs["layer_names"]):
+                group = root[layer]
+                for name in map(_text, group.attrs.get("weight_names", ())):
+                    tensors[f"{layer}/{name.rpartition('/')[2]}"] = np.asarray(group[name])
+            return tensors
+    except (OSError, KeyError) as e:
+        raise WeightFileError(f"{path} is not a readable Keras HDF5 file: {e}") from None
+
+
+def _text(name: bytes | str) -> str:
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def _numpy(tensor) -> np.ndarray:

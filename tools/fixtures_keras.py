@@ -1,0 +1,113 @@
+"""Parity fixtures of Keras Applications' MobileNet (V1), in the HDF5 layout of its published files.
+
+Standalone (TensorFlow, not torch or timm; `tools/parity.py` imports torch):
+
+    python3 -m venv /work/tfenv && /work/tfenv/bin/pip install tensorflow-cpu==2.21.0 h5py \
+        numpy safetensors
+    /work/tfenv/bin/python tools/fixtures_keras.py
+    /work/tfenv/bin/python tools/fixtures_keras.py full /tmp/keras  # full size (docs/pretrained.md)
+
+Keras's published weights (`mobilenet_2_5_224_tf.h5`, ...) are Keras 2 `save_weights` HDF5 files:
+the root's `layer_names` attribute lists every layer; each layer's group has a `weight_names`
+attribute (`conv1/kernel:0`, ...) and holds those datasets, so `conv1/conv1/kernel:0`. Keras 3
+writes another layout (`.weights.h5`), so `write_h5` writes the published one with h5py.
+
+Each case: `MobileNet(alpha=0.25, classes=10)` with non-trivial weights (BatchNorm gammas
+~U(0.5, 1.5), betas and biases ~N(0, 0.1), moving means ~N(0, 0.1), moving variances
+~U(0.5, 1.5), every value rounded to float16, in which the file stores them), and its logits
+(`classifier_activation=None`: before the softmax) on fixed inputs, computed in float32:
+`tests/fixtures/parity/<case>/model.h5` and `expected.safetensors` (`images` NHWC, `logits`).
+`keras_mobilenet` runs at 64 px, where every stride-2 layer sees an even map; `keras_mobilenet_odd`
+at 56 px, where the depthwise layers of stride 2 see 7 and 3 pixel maps (Keras pads those by one
+pixel at the bottom/right only, TensorFlow's 'SAME' on both sides). The index
+(`tests/fixtures/state_dicts/keras_mobilenet.txt`) lists the keys and shapes of the four
+full-size networks (224 px, 1000 classes).
+"""
+
+import sys
+from pathlib import Path
+
+import h5py
+import keras
+import numpy as np
+from safetensors.numpy import save_file
+
+ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+ALPHAS = {"keras_mobilenet_1_0": 1.0, "keras_mobilenet_7_5": 0.75}
+ALPHAS |= {"keras_mobilenet_5_0": 0.5, "keras_mobilenet_2_5": 0.25}
+
+
+def weight_names(layer) -> list[str]:
+    """Keras 2's names of a layer's weights: `conv1/kernel:0`, `conv1_bn/moving_mean:0`,
+    `conv_dw_1/depthwise_kernel:0` (Keras 3 calls that one `kernel`)."""
+    depthwise = isinstance(layer, keras.layers.DepthwiseConv2D)
+    leaves = [w.path.rpartition("/")[2] for w in layer.weights]
+    leaves = ["depthwise_kernel" if depthwise and v == "kernel" else v for v in leaves]
+    return [f"{layer.name}/{leaf}:0" for leaf in leaves]
+
+
+def write_h5(model, path: Path, dtype=np.float16) -> None:
+    """`model.save_weights` as Keras 2 wrote it (the published files' layout)."""
+    with h5py.File(path, "w") as f:
+        f.attrs["layer_names"] = [layer.name.encode() for layer in model.layers]
+        f.attrs["backend"] = b"tensorflow"
+        f.attrs["keras_version"] = b"2.2.4"
+        for layer in model.layers:
+            group = f.create_group(layer.name)
+            names = weight_names(layer)
+            group.attrs["weight_names"] = [n.encode() for n in names]
+            for name, weight in zip(names, layer.get_weights(), strict=True):
+                group.create_dataset(name, data=weight.astype(dtype))
+
+
+def perturb(model, rng: np.random.Generator) -> None:
+    """Non-trivial values for every weight, rounded to float16."""
+    for layer in model.layers:
+        values = []
+        for w, value in zip(layer.weights, layer.get_weights(), strict=True):
+            leaf = w.path.rpartition("/")[2]
+            if leaf == "gamma" or leaf == "moving_variance":
+                value = rng.uniform(0.5, 1.5, value.shape)
+            elif leaf in ("beta", "bias", "moving_mean"):
+                value = rng.normal(0.0, 0.1, value.shape)
+            values.append(value.astype(np.float16).astype(np.float32))
+        layer.set_weights(values)
+
+
+def write_case(folder: Path, size: int, alpha: float = 0.25, classes: int = 10) -> None:
+    keras.utils.set_random_seed(sum(map(ord, folder.name)))
+    model = keras.applications.MobileNet(
+        input_shape=(size, size, 3),
+        alpha=alpha,
+        weights=None,
+        classes=classes,
+        classifier_activation=None,
+    )
+    perturb(model, np.random.default_rng(sum(map(ord, folder.name))))
+    images = np.random.default_rng(0).normal(size=(2, size, size, 3)).astype(np.float32)
+    logits = np.asarray(model(images, training=False), np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_h5(model, folder / "model.h5")
+    save_file({"images": images, "logits": logits}, folder / "expected.safetensors")
+    print(folder, logits.shape, float(np.abs(logits).max()))
+
+
+def write_index() -> None:
+    lines = ["# key shape of every weight of Keras's full-size MobileNets (fixtures_keras.py)"]
+    for architecture, alpha in ALPHAS.items():
+        model = keras.applications.MobileNet(alpha=alpha, weights=None)
+        lines.append(f"[{architecture}]")
+        for layer in model.layers:
+            for name, w in zip(weight_names(layer), layer.weights, strict=True):
+                lines.append(f"{name} {','.join(map(str, w.shape))}")
+    (ROOT / "state_dicts" / "keras_mobilenet.txt").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["full"]:  # `full FOLDER`: full-size MobileNets to measure parity on
+        for size in (224, 200):
+            write_case(Path(sys.argv[2]) / f"mobilenet_1_0_{size}", size, 1.0, 1000)
+    else:
+        write_case(ROOT / "parity" / "keras_mobilenet", 64)
+        write_case(ROOT / "parity" / "keras_mobilenet_odd", 56)
+        write_index()

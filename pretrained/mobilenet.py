@@ -13,6 +13,16 @@ torchvision numbers layers: `features.0` the stem, `features.{i + 1}` block `i` 
 `.block.{k}`, V2: `.conv.{k}`, `k` counting the block's expansion, depthwise, squeeze-excite
 and projection layers that exist), `features.{n + 1}` the last conv before the pool; V3's
 `classifier.0` is the Linear that is our `Conv_2`, `classifier.3` (V2: `classifier.1`) the logits.
+
+Keras Applications' MobileNetV2 files (`mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224.h5`,
+...) name a layer per convolution and per BatchNorm: `Conv1` / `bn_Conv1`, block 0's
+`expanded_conv_{depthwise,project}` and block `i`'s `block_{i}_{expand,depthwise,project}`, each
+with a `_BN`, then `Conv_1` / `Conv_1_bn` and the Dense `predictions`. The function is Slim's:
+its stride-2 padding (`ZeroPadding2D(correct_pad(x, 3))`, then 'valid') is one pixel at the
+bottom/right of an even map and one on each side of an odd one, TensorFlow's 'SAME'; BatchNorm
+epsilon 1e-3, ReLU6, Slim's rounded widths, and a last conv to `make_divisible(1280 * alpha, 8)`
+above alpha 1, 1280 below it (our finegrain mode, which `mobilenet_v2_035` sets). Inputs are in
+[-1, 1] (`preprocess_input`, mode 'tf'); 1000 classes.
 """
 
 from itertools import groupby
@@ -20,7 +30,7 @@ from itertools import groupby
 import flax.linen as nn
 
 from nets.layers import make_divisible
-from pretrained.convert import Architecture, Layout
+from pretrained.convert import KERAS, Architecture, Layout
 
 _DEPTHWISE_SEPARABLE = {
     "depthwise/conv": "conv_dw",
@@ -125,6 +135,29 @@ def torchvision_layout(module: nn.Module) -> Layout:
     return source
 
 
+_KERAS_TOP = {
+    "Conv/conv": "Conv1",
+    "Conv/bn": "bn_Conv1",
+    "Conv_1/conv": "Conv_1",
+    "Conv_1/bn": "Conv_1_bn",
+    "Logits": "predictions",
+}
+
+
+def keras_layout(module: nn.Module) -> Layout:
+    """Our module paths -> Keras's layer names, for a built V2 `nets.mobilenet.MobileNet`."""
+    del module
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("expanded_conv"):
+            return _KERAS_TOP["/".join(path)]
+        i = _block_index(path[0])
+        name = f"block_{i}_{path[1]}" if i else f"expanded_conv_{path[1]}"
+        return name if path[2] == "conv" else f"{name}_BN"
+
+    return source
+
+
 def _timm(network: str, padding: str, bn_epsilon: float) -> Architecture:
     return Architecture(
         network,
@@ -168,4 +201,28 @@ ARCHITECTURES |= {
     "mobilenet_v2": _torchvision("mobilenet_v2", 1e-5, "classifier.1"),
     "mobilenet_v3_large": _torchvision("mobilenet_v3_large", 1e-3, "classifier.3"),
     "mobilenet_v3_small": _torchvision("mobilenet_v3_small", 1e-3, "classifier.3"),
+}
+
+
+def _keras(network: str) -> Architecture:
+    # Slim's conventions (`_TF`, our defaults), stated so that a caller's `padding="SYMMETRIC"`
+    # raises rather than computing another function.
+    return Architecture(
+        network,
+        {"padding": _TF[0], "bn_epsilon": _TF[1]},
+        keras_layout,
+        head=("Logits",),
+        source_head="predictions",
+        preprocessing={"mean": (0.5,) * 3, "std": (0.5,) * 3},
+        framework=KERAS,
+    )
+
+
+# Keras's files name no architecture: every resolution's file of one alpha loads into one network,
+# under `keras_mobilenet_v2_<alpha>` (`1_0` for the files' `1.0`). Its alphas 0.5, 0.75 and 1.3
+# have no network in our registry.
+ARCHITECTURES |= {
+    "keras_mobilenet_v2_1_0": _keras("mobilenet_v2"),
+    "keras_mobilenet_v2_1_4": _keras("mobilenet_v2_140"),
+    "keras_mobilenet_v2_0_35": _keras("mobilenet_v2_035"),
 }

@@ -1,5 +1,6 @@
-"""load_pretrained on Keras Applications' HDF5 files: parity with Keras's MobileNet on fixtures it
-produced (tools/fixtures_keras.py), its padding convention, and one-line errors for bad files."""
+"""load_pretrained on Keras Applications' HDF5 files: parity with Keras's MobileNet and MobileNetV2
+on fixtures it produced (tools/fixtures_keras.py), their conventions, and one-line errors for bad
+files."""
 
 import sys
 from pathlib import Path
@@ -17,7 +18,18 @@ PARITY = Path(__file__).with_name("fixtures") / "parity"
 # Each fixture (alpha 0.25, 10 classes) under a registry name and a Keras name: at 64 px every
 # stride-2 map is even, at 56 px the depthwise layers of stride 2 see 7 and 3 pixel maps.
 EVEN, ODD = PARITY / "keras_mobilenet" / "model.h5", PARITY / "keras_mobilenet_odd" / "model.h5"
-CASES = {"keras_mobilenet": "mobilenet_v1_025", "keras_mobilenet_odd": "keras_mobilenet_2_5"}
+# MobileNetV2 (alpha 0.35, 10 classes): at 64 px every stride-2 map is even; at 72 px the last two
+# are 9 and 5 pixels, which Keras pads on both sides (TensorFlow's 'SAME', our default padding).
+V1, V2 = {"downsample_padding": KERAS_PADDING}, {"padding": "SAME", "bn_epsilon": 1e-3}
+CASES = {
+    "keras_mobilenet": ("mobilenet_v1_025", V1),
+    "keras_mobilenet_odd": ("keras_mobilenet_2_5", V1),
+}
+CASES |= {
+    case: ("keras_mobilenet_v2_0_35", V2)
+    for case in ("keras_mobilenet_v2", "keras_mobilenet_v2_odd")
+}
+V2_EVEN = PARITY / "keras_mobilenet_v2" / "model.h5"
 
 
 def relative_error(logits, reference):
@@ -27,11 +39,12 @@ def relative_error(logits, reference):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_are_kerass(case):
     pytest.importorskip("h5py")
-    network_fn, variables = nets_factory.load_pretrained(CASES[case], PARITY / case / "model.h5")
+    name, convention = CASES[case]
+    network_fn, variables = nets_factory.load_pretrained(name, PARITY / case / "model.h5")
     reference = load_file(PARITY / case / "expected.safetensors")
     logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
-    assert network_fn.module.downsample_padding == KERAS_PADDING
+    assert {key: getattr(network_fn.module, key) for key in convention} == convention
     info = network_fn.pretrained
     assert info.mean == info.std == (0.5,) * 3 and info.class_names == ()  # 10 classes
 
@@ -47,6 +60,30 @@ def test_slims_padding_computes_another_function_on_odd_maps():
     assert relative_error(logits, reference["logits"]) > 5e-3
     with pytest.raises(ValueError, match=r"trained with downsample_padding=\(\(0, 1\), \(0, 1\)\)"):
         nets_factory.load_pretrained("mobilenet_v1_025", EVEN, downsample_padding="SAME")
+
+
+@pytest.mark.parametrize("change", [{"padding": "SYMMETRIC"}, {"bn_epsilon": 1e-5}])
+def test_mobilenet_v2_under_torchvisions_conventions_computes_another_function(change):
+    # torchvision's padding (one pixel on each side of even maps too) or its epsilon change the
+    # 64 px fixture's logits by 4e-4 and 8e-4 (relative; 3e-7 under Keras's, the parity bar 1e-4).
+    pytest.importorskip("h5py")
+    _, variables = nets_factory.load_pretrained("keras_mobilenet_v2_0_35", V2_EVEN)
+    torch_like = nets_factory.get_network_fn("mobilenet_v2_035", 10, **change)
+    reference = load_file(PARITY / "keras_mobilenet_v2" / "expected.safetensors")
+    logits, _ = jax.jit(torch_like.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) > 2e-4
+    key, value = next(iter(change.items()))
+    with pytest.raises(ValueError, match=rf"trained with {key}=.*; {key}={value!r} would"):
+        nets_factory.load_pretrained("keras_mobilenet_v2_0_35", V2_EVEN, **change)
+
+
+def test_mobilenet_v2_keeps_1280_last_channels_below_alpha_1():
+    # Keras's `last_block_filters` is 1280 below alpha 1 (our finegrain mode), not 0.35 * 1280.
+    pytest.importorskip("h5py")
+    with pytest.raises(WeightFileError, match=r"'Conv_1_bn/moving_mean:0' has shape \(1280,\)"):
+        nets_factory.load_pretrained(
+            "keras_mobilenet_v2_0_35", V2_EVEN, finegrain_classification_mode=False
+        )
 
 
 def test_depthwise_and_classifier_kernels_take_our_layout():

@@ -1,4 +1,5 @@
-"""Parity fixtures of Keras Applications' MobileNet (V1), in the HDF5 layout of its published files.
+"""Parity fixtures of Keras Applications' MobileNet (V1) and MobileNetV2, in the HDF5 layout of
+its published files.
 
 Standalone (TensorFlow, not torch or timm; `tools/parity.py` imports torch):
 
@@ -22,6 +23,11 @@ at 56 px, where the depthwise layers of stride 2 see 7 and 3 pixel maps (Keras p
 pixel at the bottom/right only, TensorFlow's 'SAME' on both sides). The index
 (`tests/fixtures/state_dicts/keras_mobilenet.txt`) lists the keys and shapes of the four
 full-size networks (224 px, 1000 classes).
+
+MobileNetV2 likewise: `MobileNetV2(alpha=0.35, classes=10)` at 64 px (`keras_mobilenet_v2`) and
+at 72 px (`keras_mobilenet_v2_odd`: its last two stride-2 layers see 9 and 5 pixel maps, which
+Keras pads by one pixel on each side); the index `keras_mobilenet_v2.txt` lists its three full-size
+networks (alphas 1.0, 1.4, 0.35).
 """
 
 import sys
@@ -35,6 +41,8 @@ from safetensors.numpy import save_file
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 ALPHAS = {"keras_mobilenet_1_0": 1.0, "keras_mobilenet_7_5": 0.75}
 ALPHAS |= {"keras_mobilenet_5_0": 0.5, "keras_mobilenet_2_5": 0.25}
+V2_ALPHAS = {"keras_mobilenet_v2_1_0": 1.0, "keras_mobilenet_v2_1_4": 1.4}
+V2_ALPHAS |= {"keras_mobilenet_v2_0_35": 0.35}
 
 
 def weight_names(layer) -> list[str]:
@@ -74,9 +82,15 @@ def perturb(model, rng: np.random.Generator) -> None:
         layer.set_weights(values)
 
 
-def write_case(folder: Path, size: int, alpha: float = 0.25, classes: int = 10) -> None:
+def write_case(
+    folder: Path,
+    size: int,
+    alpha: float = 0.25,
+    classes: int = 10,
+    application=keras.applications.MobileNet,
+) -> None:
     keras.utils.set_random_seed(sum(map(ord, folder.name)))
-    model = keras.applications.MobileNet(
+    model = application(
         input_shape=(size, size, 3),
         alpha=alpha,
         weights=None,
@@ -92,22 +106,30 @@ def write_case(folder: Path, size: int, alpha: float = 0.25, classes: int = 10) 
     print(folder, logits.shape, float(np.abs(logits).max()))
 
 
-def write_index() -> None:
-    lines = ["# key shape of every weight of Keras's full-size MobileNets (fixtures_keras.py)"]
-    for architecture, alpha in ALPHAS.items():
-        model = keras.applications.MobileNet(alpha=alpha, weights=None)
+def write_index(index: str, alphas: dict[str, float], application, title: str) -> None:
+    lines = [f"# key shape of every weight of Keras's full-size {title} (fixtures_keras.py)"]
+    for architecture, alpha in alphas.items():
+        model = application(alpha=alpha, weights=None)
         lines.append(f"[{architecture}]")
         for layer in model.layers:
             for name, w in zip(weight_names(layer), layer.weights, strict=True):
                 lines.append(f"{name} {','.join(map(str, w.shape))}")
-    (ROOT / "state_dicts" / "keras_mobilenet.txt").write_text("\n".join(lines) + "\n")
+    (ROOT / "state_dicts" / f"{index}.txt").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["full"]:  # `full FOLDER`: full-size MobileNets to measure parity on
         for size in (224, 200):
             write_case(Path(sys.argv[2]) / f"mobilenet_1_0_{size}", size, 1.0, 1000)
+            v2 = Path(sys.argv[2]) / f"mobilenet_v2_1_0_{size}"
+            write_case(v2, size, 1.0, 1000, keras.applications.MobileNetV2)
+        v2 = Path(sys.argv[2]) / "mobilenet_v2_1_4_224"  # alpha > 1: a wider last conv
+        write_case(v2, 224, 1.4, 1000, keras.applications.MobileNetV2)
     else:
         write_case(ROOT / "parity" / "keras_mobilenet", 64)
         write_case(ROOT / "parity" / "keras_mobilenet_odd", 56)
-        write_index()
+        write_index("keras_mobilenet", ALPHAS, keras.applications.MobileNet, "MobileNets")
+        v2 = keras.applications.MobileNetV2
+        write_case(ROOT / "parity" / "keras_mobilenet_v2", 64, 0.35, 10, v2)
+        write_case(ROOT / "parity" / "keras_mobilenet_v2_odd", 72, 0.35, 10, v2)
+        write_index("keras_mobilenet_v2", V2_ALPHAS, v2, "MobileNetV2s")

@@ -69,10 +69,7 @@ def _fill(
         shapes,
         arch.layout(network_fn.module),
         skip=lambda path: path in head and not keep_head,
-        skip_sources=lambda key: (
-            arch.drops(key)
-            or (key.startswith(arch.source_head + arch.framework.separator) and not keep_head)
-        ),
+        skip_sources=lambda key: arch.drops(key) or (arch.in_head(key) and not keep_head),
         what=str(weights.path),
         framework=arch.framework,
     )

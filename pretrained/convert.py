@@ -123,7 +123,14 @@ class Architecture:
 
     def drops(self, key: str) -> bool:
         """Whether the file's tensor `key` belongs to a module the network leaves out."""
-        return key.startswith(tuple(f"{prefix}." for prefix in self.dropped))
+        return self._under(key, self.dropped)
+
+    def in_head(self, key: str) -> bool:
+        """Whether the file's tensor `key` belongs to its classifier."""
+        return self._under(key, (self.source_head,))
+
+    def _under(self, key: str, prefixes: tuple[str, ...]) -> bool:
+        return key.startswith(tuple(prefix + self.framework.separator for prefix in prefixes))
 
 
 def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:

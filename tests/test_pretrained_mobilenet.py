@@ -7,7 +7,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from nets.mobilenet import BlockDef
+from nets.mobilenet import BlockDef, minimalistic
 from pretrained import WeightFileError, architectures
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
@@ -28,7 +28,7 @@ SMALL = (
     BlockDef(4, 40, 5, 2, se=True, hswish=True),
     BlockDef(6, 40, 5, se=True, hswish=True),
 )
-SMALL_MINIMAL = tuple(b._replace(se=False, hswish=False, kernel_size=3) for b in SMALL)
+SMALL_MINIMAL = minimalistic(SMALL)
 V2 = (
     BlockDef(1, 16, 3),
     BlockDef(6, 24, 3, 2),

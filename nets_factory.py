@@ -14,11 +14,14 @@
 import dataclasses
 import difflib
 import functools
+import math
+import numbers
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import pretrained
 from nets import (
@@ -147,15 +150,25 @@ class NetworkFn:
     def default_image_size(self) -> int:
         return type(self.module).default_image_size
 
+    @property
+    def min_image_size(self) -> int:
+        """The smallest height and width `apply` accepts in this mode (`init` and training may
+        need more: an auxiliary head's pool)."""
+        return self._min_size(self.is_training)
+
+    def _min_size(self, train: bool) -> int:
+        size = getattr(self.module, "min_image_size", 1)
+        return getattr(self.module, "min_train_image_size", size) if train else size
+
     def init(self, rng: jax.Array, images: jax.Array) -> dict[str, Any]:
         """Creates every variable (auxiliary heads included) from `images` [batch, h, w, c]."""
-        self._check_images(images)
+        self._check_images(images, train=True)
         params_rng, dropout_rng = jax.random.split(rng)
         return self.module.init({"params": params_rng, "dropout": dropout_rng}, images, train=True)
 
     def apply(self, variables: dict[str, Any], images: jax.Array, **kwargs: Any) -> Any:
         """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax."""
-        self._check_images(images)
+        self._check_images(images, train=self.is_training)
         return self.module.apply(variables, images, train=self.is_training, **kwargs)
 
     def regularization_loss(self, params: dict[str, Any]) -> jax.Array | float:
@@ -170,12 +183,27 @@ class NetworkFn:
         squares = sum(jnp.sum(jnp.square(k.astype(jnp.float32))) for k in kernels)
         return self.weight_decay * 0.5 * squares
 
-    def _check_images(self, images: jax.Array) -> None:
+    def _check_images(self, images: jax.Array, train: bool) -> None:
+        """Refuses, before anything is traced, images that are not a batch or that are smaller
+        than the network's layers allow (they would fail deep inside JAX, or give empty maps)."""
+        size = self.default_image_size
         if len(images.shape) != 4:
-            size = self.default_image_size
             raise ValueError(
                 f"{self.name} expects images of shape [batch, height, width, channels], "
                 f"e.g. [8, {size}, {size}, 3]; got shape {tuple(images.shape)}"
+            )
+        smallest = self._min_size(train)
+        height, width = images.shape[1:3]
+        if min(height, width) < smallest:
+            without_aux = self._min_size(False)
+            why = (
+                f" to build its auxiliary head ({without_aux} without it, in evaluation)"
+                if smallest > without_aux
+                else ""
+            )
+            raise ValueError(
+                f"{self.name} needs images of at least {smallest}x{smallest} pixels{why}; got "
+                f"{height}x{width} (its default size is {size}x{size})"
             )
 
 
@@ -196,9 +224,12 @@ def get_network_fn(
       **kwargs: the network's own constructor fields, e.g. `dtype=jnp.bfloat16`.
 
     Raises:
-      ValueError: `name` is not a known network (the message lists close matches).
-      TypeError: a keyword is not one of the network's constructor fields.
+      ValueError: `name` is not a known network (the message lists close matches), or
+        `num_classes` / `weight_decay` is negative.
+      TypeError: a keyword is not one of the network's constructor fields, or a shared argument
+        has the wrong type (`is_training='False'`, `num_classes='10'`).
     """
+    check_shared_arguments(name, num_classes, weight_decay, is_training)
     if name not in networks_map:
         close = difflib.get_close_matches(name, networks_map, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
@@ -214,8 +245,45 @@ def get_network_fn(
             f"{name} got unexpected keyword argument(s) {', '.join(map(repr, unknown))}{hint}; "
             f"its constructor fields are: {', '.join(fields)}"
         )
+    num_classes = None if num_classes is None else int(num_classes)
     module = networks_map[name](num_classes=num_classes, **kwargs)
-    return NetworkFn(name=name, module=module, is_training=is_training, weight_decay=weight_decay)
+    return NetworkFn(
+        name=name,
+        module=module,
+        is_training=bool(is_training),
+        weight_decay=float(weight_decay),
+    )
+
+
+def check_shared_arguments(
+    name: Any, num_classes: Any, weight_decay: Any, is_training: Any
+) -> None:
+    """Refuses shared arguments that would fail later inside JAX or silently do something else:
+    a string `is_training` (`'False'` is truthy: it would train), a bool or string `num_classes`,
+    a negative count or weight decay (a negative loss)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a network name (a str), got {name!r}")
+    integral = isinstance(num_classes, numbers.Integral) and not isinstance(num_classes, bool)
+    if num_classes is not None and not integral:
+        raise TypeError(
+            f"num_classes must be an int (0 or None: no logits layer), "
+            f"got {type(num_classes).__name__} {num_classes!r}"
+        )
+    if integral and num_classes < 0:
+        raise ValueError(
+            f"num_classes must be >= 0 (0 or None: no logits layer), got {num_classes}"
+        )
+    real = isinstance(weight_decay, numbers.Real) and not isinstance(weight_decay, bool)
+    if not real:
+        raise TypeError(
+            f"weight_decay must be a float, got {type(weight_decay).__name__} {weight_decay!r}"
+        )
+    if not (math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay}")
+    if not isinstance(is_training, (bool, np.bool_)):
+        raise TypeError(
+            f"is_training must be True or False, got {type(is_training).__name__} {is_training!r}"
+        )
 
 
 # The door's second entry, defined beside the weight converters: published weights into networks

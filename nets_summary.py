@@ -4,12 +4,18 @@ MACs are counted here, not by XLA: every module that owns a `kernel` (convolutio
 adds `output elements * prod(kernel.shape[:-1])` multiply-accumulates for one image, which is
 exact for dense, grouped and depthwise convolutions alike. Pooling, normalisation and
 activations are not counted (the convention of the published GMAC tables).
+
+Tracing all 63 networks takes minutes, so the listing reads their figures at 1000 classes and
+the default size from `nets/sizes.tsv`, which the registry tests compare with a live trace of
+every network; `python -m nets_factory --update-sizes` rewrites it after a change to `nets/`.
 """
 
 import argparse
 import dataclasses
 import math
 import sys
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -29,11 +35,14 @@ class Profile:
     end_points: dict[str, tuple[int, ...]]  # name -> shape, in the order the network makes them
 
 
-def profile(network_fn: nets_factory.NetworkFn, image_size: int | None = None) -> Profile:
-    """Traces `init` and `apply` once each with `jax.eval_shape`."""
+def profile(
+    network_fn: nets_factory.NetworkFn, image_size: int | None = None, variables: Any = None
+) -> Profile:
+    """Traces `init` (unless given its `variables`) and `apply` with `jax.eval_shape`."""
     size = image_size or network_fn.default_image_size
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    variables = jax.eval_shape(network_fn.init, jax.random.key(0), images)
+    if variables is None:
+        variables = jax.eval_shape(network_fn.init, jax.random.key(0), images)
     macs, order = [], []
 
     def record_macs(next_fun, args, kwargs, context):
@@ -55,19 +64,56 @@ def profile(network_fn: nets_factory.NetworkFn, image_size: int | None = None) -
     return Profile(image_size=size, params=params, macs=int(sum(macs)), end_points=shapes)
 
 
+SIZES = Path(__file__).with_name("nets") / "sizes.tsv"
+_SIZES_HEADER = "network\timage_size\tparams\tmacs"
+
+
+class Size(NamedTuple):
+    """A network's figures at 1000 classes and its default image size."""
+
+    image_size: int
+    params: int
+    macs: int
+
+
+def measure(name: str) -> Size:
+    """`name`'s `Size`, traced now."""
+    p = profile(nets_factory.get_network_fn(name, num_classes=1000))
+    return Size(p.image_size, p.params, p.macs)
+
+
+def recorded_sizes() -> dict[str, Size]:
+    """The committed figures of `SIZES`: network name -> `Size`."""
+    rows = [line.split("\t") for line in SIZES.read_text().splitlines()[1:] if line]
+    return {name: Size(*map(int, values)) for name, *values in rows}
+
+
+def write_sizes() -> None:
+    """Traces every registered network and rewrites `SIZES`."""
+    lines = [_SIZES_HEADER]
+    for name in sorted(nets_factory.networks_map):
+        lines.append("\t".join(map(str, (name, *measure(name)))))
+    SIZES.write_text("\n".join(lines) + "\n")
+
+
 def weight_sources(name: str) -> list[str]:
     """The published architectures (timm / torchvision names) whose weights `name` loads."""
     return sorted(arch for arch, spec in ARCHITECTURES.items() if spec.network == name)
 
 
-def table(names: list[str]) -> str:
+def table(names: list[str], live: bool = False) -> str:
     """One line per network: default image size, parameters at 1000 classes, GMACs, and the
-    published weights it loads."""
-    lines = [f"{'network':<26}{'size':>6}{'params':>14}{'GMACs':>9}  published weights"]
+    published weights it loads. Figures come from `SIZES` unless `live` (or not recorded)."""
+    recorded = {} if live else recorded_sizes()
+    width = max(len("network"), *map(len, names)) + 2
+    lines = [f"{'network':<{width}}{'size':>6}{'params':>14}{'GMACs':>9}  published weights"]
     for name in names:
-        p = profile(nets_factory.get_network_fn(name, num_classes=1000))
+        size = recorded.get(name) or measure(name)
         sources = ", ".join(weight_sources(name)) or "-"
-        lines.append(f"{name:<26}{p.image_size:>6}{p.params:>14,}{p.macs / 1e9:>9.2f}  {sources}")
+        lines.append(
+            f"{name:<{width}}{size.image_size:>6}{size.params:>14,}{size.macs / 1e9:>9.2f}"
+            f"  {sources}"
+        )
     return "\n".join(lines)
 
 
@@ -94,9 +140,17 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m nets_factory", description="List the networks, or describe one."
     )
     parser.add_argument("name", nargs="?", help="a network to describe; none lists them all")
+    parser.add_argument("--live", action="store_true", help="trace every network (minutes)")
+    parser.add_argument(
+        "--update-sizes", action="store_true", help=f"trace every network and rewrite {SIZES}"
+    )
     args = parser.parse_args(argv)
+    if args.update_sizes:
+        write_sizes()
+        print(f"wrote {SIZES}")
+        return
     if args.name is None:
-        print(table(list(nets_factory.networks_map)))
+        print(table(list(nets_factory.networks_map), live=args.live))
         print("GMACs: multiply-accumulates of one image at its default size, counted per layer.")
         return
     try:

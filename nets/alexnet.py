@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, fully_connected_head, max_pool
+from nets.layers.padding import smallest_input
 
 _HEAD_LAYERS = ("fc6", "fc7", "fc8")
 
@@ -48,6 +49,11 @@ class AlexNet(nn.Module):
     dropout_rate: float = 0.5
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """conv1 (11x11/4) and the three 3x3/2 'VALID' max pools: 67 (Slim), 63 (torchvision)."""
+        return smallest_input([(11, 4, 2 * self.conv1_padding)] + [(3, 2, 0)] * 3)
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nets.layers import Conv, ModuleDef, classify, max_pool
+from nets.layers.padding import smallest_input
 
 
 def local_response_normalization(
@@ -55,6 +56,7 @@ class CifarNet(nn.Module):
     """
 
     default_image_size: ClassVar[int] = 32
+    min_image_size: ClassVar[int] = smallest_input([(2, 2, 0)] * 2)  # the two max pools
 
     num_classes: int | None = 10  # Slim's default: CIFAR-10
     dropout_rate: float = 0.5  # Slim's dropout_keep_prob=0.5, after fc3

@@ -161,8 +161,16 @@ class InceptionResnetV2(ThinnableInception):
     """
 
     default_image_size: ClassVar[int] = 299
+    # The stem's 'VALID' layers leave the 8x8 grid's last block a 1x1 map at 75 pixels.
+    min_image_size: ClassVar[int] = 75
 
     create_aux_logits: bool = True
+
+    @property
+    def min_train_image_size(self) -> int:
+        """`init` and training build the auxiliary head, whose 5x5/3 'VALID' pool needs a 5x5
+        map on the 17x17 grid: 107 pixels (75 without it)."""
+        return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -175,6 +175,8 @@ class GoogLeNet(nn.Module):
     """
 
     default_image_size: ClassVar[int] = 224
+    # Ceil-mode max pools of 3x3/2 need 3 pixels: 14 px leaves maxpool3 a 1 pixel map.
+    min_image_size: ClassVar[int] = 15
 
     num_classes: int | None = 1000
     dropout_rate: float = 0.2

@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, classify, max_pool
+from nets.layers.padding import smallest_input
 
 
 class LeNet(nn.Module):
@@ -24,6 +25,7 @@ class LeNet(nn.Module):
     """
 
     default_image_size: ClassVar[int] = 28
+    min_image_size: ClassVar[int] = smallest_input([(2, 2, 0)] * 2)  # the two max pools
 
     num_classes: int | None = 10  # Slim's default: the ten MNIST digits
     dropout_rate: float = 0.5  # Slim's dropout_keep_prob=0.5

@@ -23,7 +23,7 @@ from nets.layers import (
     classify,
     global_avg_pool,
 )
-from nets.layers.padding import PaddingLike
+from nets.layers.padding import PaddingLike, pads, smallest_input
 
 # Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
 _SEPARABLE_LAYERS = (
@@ -64,6 +64,16 @@ class MobileNetV1(nn.Module):
     # `ZeroPadding2D(((0, 1), (0, 1)))` then 'valid', `((0, 1), (0, 1))`: the same on even
     # maps, one output fewer on odd ones (Keras's MobileNet at 56 px sees 7 and 3 pixel maps).
     downsample_padding: PaddingLike = "SAME"
+
+    @property
+    def min_image_size(self) -> int:
+        """1 under 'SAME'; 31 under Keras's padding, which takes a pixel from odd maps."""
+        downsample = (1, 2, 0)  # 'SAME': ceil(n / 2) pixels
+        if self.downsample_padding != "SAME":
+            (top, bottom), _ = pads(self.downsample_padding, (3, 3), (3, 3), (2, 2))
+            downsample = (3, 2, top + bottom)
+        downsamples = [downsample for strides, _ in _SEPARABLE_LAYERS if strides == 2]
+        return smallest_input([(1, 2, 0), *downsamples])  # the 'SAME' stem, then those
 
     def depth(self, channels: int) -> int:
         """Slim's width rule: truncate, then clamp to `min_depth`."""

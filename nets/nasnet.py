@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
+from nets.layers.padding import smallest_input
 from nets.nasnet_cells import AuxHead, Cell, CellSpec, slim_kernel_init
 
 # Slim's NasNetANormalCell: outputs are every state but the previous cell's.
@@ -87,6 +88,21 @@ class NASNet(nn.Module):
     bn_epsilon: float = 1e-3
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """The ImageNet stem's 3x3/2 'VALID' convolution needs 3 pixels."""
+        return 3 if self.stem_type == "imagenet" else 1
+
+    @property
+    def min_train_image_size(self) -> int:
+        """`init` and training build the auxiliary head after the first reduction cell, whose
+        5x5/3 'VALID' pool needs 5 pixels there: 67 at ImageNet sizes, 9 on CIFAR."""
+        reductions = reduction_layers(self.num_cells, self.num_reduction_layers)
+        if not (self.use_aux_head and self.num_classes and len(reductions) >= 2):
+            return self.min_image_size
+        stem = [(3, 2, 0), (1, 2, 0), (1, 2, 0)] if self.stem_type == "imagenet" else []
+        return smallest_input([*stem, (1, 2, 0), (5, 3, 0)])
 
     @nn.compact
     def __call__(self, x, train: bool = True, drop_path_progress: float | jax.Array = 1.0):

@@ -17,6 +17,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, fully_connected_head, max_pool
+from nets.layers.padding import smallest_input
 
 
 class OverFeat(nn.Module):
@@ -30,6 +31,10 @@ class OverFeat(nn.Module):
     """
 
     default_image_size: ClassVar[int] = 231
+    # The 'VALID' layers: conv1 11x11/4, pool1 2x2/2, conv2 5x5, pool2 and pool5 2x2/2: 71.
+    min_image_size: ClassVar[int] = smallest_input(
+        [(11, 4, 0), (2, 2, 0), (5, 1, 0), (2, 2, 0), (2, 2, 0)]
+    )
 
     num_classes: int | None = 1000
     dropout_rate: float = 0.5  # Slim's dropout_keep_prob=0.5, on the inputs of fc7 and fc8

@@ -33,6 +33,7 @@ from nets.layers import (
     fully_connected_head,
     max_pool,
 )
+from nets.layers.padding import smallest_input
 
 
 class VGG(nn.Module):
@@ -61,6 +62,11 @@ class VGG(nn.Module):
     larger_maps: str = "pool"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """Each stage ends in a 2x2/2 'VALID' max pool: 32 for five stages."""
+        return smallest_input([(2, 2, 0)] * len(self.stage_sizes))
 
     @nn.compact
     def __call__(self, x, train: bool = True):

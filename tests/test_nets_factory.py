@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import re
 
 import flax.linen as nn
 import jax
@@ -20,6 +21,9 @@ _FIRST_NAME = {}
 for _name in sorted(nets_factory.networks_map):
     _FIRST_NAME.setdefault(id(nets_factory.networks_map[_name]), _name)
 ALL_NETWORKS = sorted(_FIRST_NAME.values())
+ALIASES = {name: [] for name in ALL_NETWORKS}  # a distinct network -> its registry names
+for _name, _ctor in sorted(nets_factory.networks_map.items()):
+    ALIASES[_FIRST_NAME[id(_ctor)]].append(_name)
 
 
 def abstract_images(fn, batch=2):
@@ -57,10 +61,14 @@ def test_shapes_and_end_points(name):
     features = end_points["pre_logits"]
     assert features.ndim == 2 and features.shape[0] == 5
 
-    # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits.
+    # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits; its
+    # size, parameters and MACs are those `python -m nets_factory` lists (nets/sizes.tsv).
     eval_fn = nets_factory.get_network_fn(name, num_classes=1000)
-    eval_logits, eval_points = jax.eval_shape(eval_fn.apply, variables, images)
-    assert eval_logits.shape == (5, 1000) and "aux_logits" not in eval_points
+    measured = summary.profile(eval_fn, variables=variables)
+    assert measured.end_points["logits"] == (1, 1000) and "aux_logits" not in measured.end_points
+    for alias in ALIASES[name]:
+        recorded = summary.recorded_sizes()[alias]
+        assert recorded == (measured.image_size, measured.params, measured.macs), alias
 
     # num_classes=0: no logits layer; the output is the pooled feature vector. (The variables
     # above carry a head that this network ignores; test_features_mode_* checks its init.)
@@ -211,9 +219,130 @@ def test_network_fn_exposes_name_module_and_size():
     assert isinstance(fn.module, nn.Module) and fn.module.num_classes == 1000
 
 
+def test_sizes_cover_the_registry():
+    assert sorted(summary.recorded_sizes()) == sorted(nets_factory.networks_map)
+
+
+def test_listing_reads_recorded_sizes_and_aligns_long_names(monkeypatch):
+    monkeypatch.setattr(summary, "measure", lambda name: pytest.fail(f"{name} was traced"))
+    lines = summary.table(sorted(nets_factory.networks_map)).splitlines()
+    assert len(lines) == 1 + len(nets_factory.networks_map)
+    columns = {re.match(r"\S+ +\S+", line).end() for line in lines}  # where sizes end
+    assert len(columns) == 1, columns
+    assert " 25,557,032 " in next(line for line in lines if line.startswith("resnet50 "))
+
+
 def test_describe_and_table_run_without_allocating():
     text = summary.describe("resnet50")
     assert "stage_sizes = (3, 4, 6, 3)" in text and "block4" in text and "(1, 7, 7, 2048)" in text
-    assert "25,557,032" in summary.table(["resnet50"])
-    assert summary.table(["resnet50"]).splitlines()[1].endswith("  resnet50")  # weights it loads
+    live = summary.table(["resnet50"], live=True)
+    assert "25,557,032" in live and live.splitlines()[1].endswith("  resnet50")  # its weights
     assert "published weights (nets_factory.load_pretrained): resnet50" in text
+
+
+def runs_at(fn, size):
+    """Whether the module itself (past `NetworkFn`'s check) builds and runs in `fn`'s mode on
+    `size` pixels, every map keeping at least one pixel."""
+    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
+    try:
+        variables = jax.eval_shape(
+            lambda x: fn.module.init(jax.random.key(0), x, train=True), images
+        )
+        out = jax.eval_shape(
+            lambda v, x: fn.module.apply(v, x, train=fn.is_training, **kw), variables, images
+        )
+    except (TypeError, ValueError, ZeroDivisionError):  # what JAX and flax raise on such maps
+        return False
+    (_, end_points), _ = out
+    return all(0 not in leaf.shape for leaf in end_points.values())
+
+
+# Every network whose layers need more than one pixel (the others run on 1x1 images), the
+# configurations whose convention changes it, and three that need no more.
+MIN_SIZES = {
+    "alexnet": 63,
+    "alexnet_v2": 67,
+    "overfeat": 71,
+    "vgg11": 32,
+    "vgg19_bn": 32,
+    "lenet": 4,
+    "cifarnet": 4,
+    "googlenet": 15,
+    "inception_v3": 75,  # v4 and Inception-ResNet-v2 too: the same stem and auxiliary head
+    "nasnet_cifar": 1,
+    "nasnet_mobile": 3,  # and the other ImageNet NASNets and PNASNets
+    "resnet50": 1,
+    "mobilenet_v2": 1,
+    "inception_v1": 1,
+}
+# With an auxiliary head, which `init` always builds and training runs.
+MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}
+NO_AUX = {"create_aux_logits": False, "use_aux_head": False}
+# Shorter NASNets trace faster and need the same sizes (the head follows the first reduction).
+FEWER_CELLS = {"nasnet_cifar": {"num_cells": 3}, "nasnet_mobile": {"num_cells": 3}}
+CONVENTIONS = {
+    "vgg11": ({"stage_sizes": (1, 1, 2), "stage_widths": (8, 16, 32)}, 8),
+    "mobilenet_v1": ({"downsample_padding": ((0, 1), (0, 1))}, 31),  # Keras's
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIN_SIZES))
+def test_min_image_size_is_the_smallest_that_runs(name):
+    fewer = FEWER_CELLS.get(name, {})
+    train = nets_factory.get_network_fn(name, 10, is_training=True, **fewer)
+    size = MIN_TRAIN_SIZES.get(name, MIN_SIZES[name])
+    assert train.min_image_size == size
+    assert runs_at(train, size) and (size == 1 or not runs_at(train, size - 1))
+    fields = {k: v for k, v in NO_AUX.items() if k in nets_factory.constructor_fields(name)}
+    evaluate = nets_factory.get_network_fn(name, 10, **fields, **fewer)
+    assert nets_factory.get_network_fn(name, 10).min_image_size == MIN_SIZES[name]
+    if name in MIN_TRAIN_SIZES:  # without the head, evaluation needs less
+        size = MIN_SIZES[name]
+        assert evaluate.min_image_size == size and runs_at(evaluate, size)
+        assert size == 1 or not runs_at(evaluate, size - 1)
+
+
+@pytest.mark.parametrize("name", sorted(CONVENTIONS))
+def test_min_image_size_follows_the_fields_that_change_it(name):
+    fields, size = CONVENTIONS[name]
+    fn = nets_factory.get_network_fn(name, 10, is_training=True, **fields)
+    assert fn.min_image_size == size and runs_at(fn, size) and not runs_at(fn, size - 1)
+
+
+def test_too_small_images_are_refused_before_tracing():
+    fn = nets_factory.get_network_fn("vgg16", 10)
+    with pytest.raises(ValueError, match=r"^vgg16 needs images of at least 32x32 pixels; got 8x8"):
+        fn.init(jax.random.key(0), jnp.ones((1, 8, 8, 3)))
+    fn = nets_factory.get_network_fn("inception_v3", 10)
+    with pytest.raises(ValueError, match=r"107x107 .*auxiliary head \(75 without it.*got 80x80"):
+        fn.init(jax.random.key(0), jnp.ones((1, 80, 80, 3)))
+    with pytest.raises(ValueError, match=r"at least 75x75 pixels; got 74x74"):
+        fn.apply({}, jnp.ones((1, 74, 74, 3)))
+
+
+@pytest.mark.parametrize(
+    "arguments, error, message",
+    [
+        ({"is_training": "False"}, TypeError, r"is_training must be True or False, got str"),
+        ({"num_classes": True}, TypeError, r"num_classes must be an int .* got bool True"),
+        ({"num_classes": "10"}, TypeError, r"num_classes must be an int .* got str '10'"),
+        ({"num_classes": 2.5}, TypeError, r"got float 2.5"),
+        ({"num_classes": -1}, ValueError, r"num_classes must be >= 0 .* got -1"),
+        ({"weight_decay": -1}, ValueError, r"weight_decay must be a finite number >= 0, got -1"),
+        ({"weight_decay": float("nan")}, ValueError, r"got nan"),
+        ({"weight_decay": "1e-4"}, TypeError, r"weight_decay must be a float, got str '1e-4'"),
+    ],
+)
+def test_shared_arguments_are_validated(arguments, error, message):
+    kwargs = {"num_classes": 10, **arguments}
+    with pytest.raises(error, match=message):
+        nets_factory.get_network_fn("resnet18", **kwargs)
+
+
+def test_numpy_scalars_are_accepted_as_shared_arguments():
+    fn = nets_factory.get_network_fn(
+        "resnet18", np.int64(10), weight_decay=np.float32(1e-4), is_training=np.bool_(True)
+    )
+    assert fn.module.num_classes == 10 and type(fn.module.num_classes) is int
+    assert fn.is_training is True and fn.weight_decay == pytest.approx(1e-4)

@@ -33,6 +33,16 @@ def output_size(size: int, window: int, stride: int, pads: tuple[int, int]) -> i
     return (size + pads[0] + pads[1] - window) // stride + 1
 
 
+def smallest_input(windows: Sequence[tuple[int, int, int]]) -> int:
+    """The smallest map that `windows` applied in order, each `(taps, stride, total padding)`,
+    leave at least one pixel of (a network's minimum image size). A 'SAME' layer of stride `s`
+    is `(1, s, 0)`: it keeps `ceil(n / s)` pixels."""
+    size = 1
+    for window, stride, padding in reversed(windows):
+        size = (size - 1) * stride + window - padding
+    return max(size, 1)
+
+
 def pads(
     padding: PaddingLike,
     in_size: Sequence[int],

@@ -9,6 +9,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
+import pretrained
 from pretrained import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
@@ -94,6 +95,9 @@ def test_nasnet_large_takes_timms_files_and_kerass():
     keras_large = convert.for_keys(large, index["keras_nasnet_large"])
     assert keras_large is architectures.ARCHITECTURES["keras_nasnet_large"]
     assert keras_large.framework is convert.KERAS
+    # Fine-tuning (`train.py`) builds the network from the conventions of the file's layout.
+    fields = pretrained.conventions("nasnet_large", path("keras_nasnet_large"), {})
+    assert fields["strided_pool_padding"] == "ZEROS"
 
 
 def test_another_configurations_file_says_so_in_one_line():

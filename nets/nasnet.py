@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
 from nets.layers.padding import smallest_input
-from nets.nasnet_cells import AuxHead, Cell, CellSpec, slim_kernel_init
+from nets.nasnet_cells import STRIDED_POOL_PADDINGS, AuxHead, Cell, CellSpec, slim_kernel_init
 
 # Slim's NasNetANormalCell: outputs are every state but the previous cell's.
 NASNET_A_NORMAL = CellSpec(
@@ -86,6 +86,9 @@ class NASNet(nn.Module):
     use_aux_head: bool = True
     bn_momentum: float = 0.9997  # Slim's nasnet_{mobile,large}_arg_scope
     bn_epsilon: float = 1e-3
+    # The reduction cells' stride-2 pools: "SAME", TensorFlow's (Slim's); "ZEROS", Keras's, whose
+    # zero padding enters the max and the average (nets.nasnet_cells.STRIDED_POOL_PADDINGS).
+    strided_pool_padding: str = "SAME"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
 
@@ -111,6 +114,11 @@ class NASNet(nn.Module):
         `train` switches batch statistics, dropout, drop-path and the auxiliary head;
         `drop_path_progress` in [0, 1] scales drop-path (see the module docstring).
         """
+        if self.strided_pool_padding not in STRIDED_POOL_PADDINGS:
+            raise ValueError(
+                f"strided_pool_padding must be one of {STRIDED_POOL_PADDINGS}, "
+                f"got {self.strided_pool_padding!r}"
+            )
         conv = partial(self.conv, use_bias=False, dtype=self.dtype, kernel_init=slim_kernel_init)
         norm = batch_norm(BatchNormConvention(self.bn_momentum, self.bn_epsilon), train, self.dtype)
         reductions = reduction_layers(self.num_cells, self.num_reduction_layers)
@@ -122,7 +130,9 @@ class NASNet(nn.Module):
             # Slim scales drop-path by depth: (cell_num + 1) / total_cells reaches 1 at the top.
             keep = 1.0 - (cell_num + 1) / total_cells * (1.0 - self.drop_path_keep_prob)
             features = int(self.num_conv_filters * filter_scaling)
-            module = Cell(spec, features, strides, keep, conv, norm, name=name)
+            module = Cell(
+                spec, features, strides, keep, conv, norm, self.strided_pool_padding, name=name
+            )
             return partial(module, train=train, drop_path_progress=drop_path_progress)
 
         end_points = {}

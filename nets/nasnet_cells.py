@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import ModuleDef, avg_pool, max_pool
+from nets.layers.padding import pads
 
 # Slim's arg scope initialises every conv and fully connected kernel with
 # `variance_scaling_initializer(mode='FAN_OUT')`: a truncated normal of variance 2 / fan_out.
@@ -36,6 +37,10 @@ OPERATIONS = {
     "max_pool_3x3": ("max_pool", 3, 1),
     "none": ("none", 1, 0),
 }
+# How a stride-2 pool pads: "SAME" is TensorFlow's (Slim's), whose padding neither enters the max
+# nor counts in the average; "ZEROS" is Keras's NASNet (`ZeroPadding2D(correct_pad(...))`, then
+# 'valid' pools: SAME's pixels, as zeros that may win the max and count in the average).
+STRIDED_POOL_PADDINGS = ("SAME", "ZEROS")
 
 
 class CellSpec(NamedTuple):
@@ -103,6 +108,7 @@ class Operation(nn.Module):
     strides: int
     conv: ModuleDef
     norm: ModuleDef
+    strided_pool_padding: str = "SAME"  # one of STRIDED_POOL_PADDINGS
 
     @nn.compact
     def __call__(self, x):
@@ -120,10 +126,13 @@ class Operation(nn.Module):
                 )
                 x = self.norm(name=f"bn_sep_{k}x{k}_{n}")(x)
         else:
-            if kind == "avg_pool":  # TF's SAME average: the padding is not counted
-                x = avg_pool(x, k, s, "SAME", count_include_pad=False)
+            zeros = s > 1 and self.strided_pool_padding == "ZEROS"
+            if kind == "avg_pool":  # TF's SAME average does not count the padding
+                x = avg_pool(x, k, s, "SAME", count_include_pad=zeros)
             else:
-                x = max_pool(x, (k, k), (s, s), padding="SAME")
+                if zeros:
+                    x = jnp.pad(x, ((0, 0), *pads("SAME", x.shape[1:3], (k, k), (s, s)), (0, 0)))
+                x = max_pool(x, (k, k), (s, s), padding="VALID" if zeros else "SAME")
             if x.shape[-1] != self.features:
                 x = self.norm(name="bn_1")(self.conv(self.features, (1, 1), name="conv_1x1")(x))
         return x
@@ -147,6 +156,7 @@ class Cell(nn.Module):
     drop_path_keep_prob: float
     conv: ModuleDef
     norm: ModuleDef
+    strided_pool_padding: str = "SAME"  # one of STRIDED_POOL_PADDINGS
 
     @nn.compact
     def __call__(self, x, prev, train: bool, drop_path_progress: float | jax.Array = 1.0):
@@ -168,6 +178,7 @@ class Cell(nn.Module):
                     self.strides if index < 2 else 1,  # only the cell's inputs are strided
                     self.conv,
                     self.norm,
+                    self.strided_pool_padding,
                     name=f"comb_iter_{i}_{('left', 'right')[side]}",
                 )(states[index])
                 if drop_path and op != "none":  # Slim never drops an identity path

@@ -43,9 +43,15 @@ class Framework:
     layout: Callable[[str, tuple[int, ...], tuple[int, ...]], tuple[tuple | None, tuple | None]]
     kernel_outputs: int  # the axis of a classifier kernel that counts the classes
     dropped: tuple[str, ...] = ()  # leaves with no counterpart
+    # A source layer's kernels that are one module each of ours (Keras's SeparableConv2D holds a
+    # `depthwise_kernel` and a `pointwise_kernel`): a layout names one as `layer/pointwise`.
+    parts: tuple[str, ...] = ()
 
     def keys(self, prefix: str, leaf: str) -> list[str]:
         """The keys a variable `leaf` of the source's module `prefix` may have, in order."""
+        layer, _, part = prefix.rpartition(self.separator)
+        if part in self.parts:  # `sep/pointwise`, `kernel` -> `sep/pointwise_kernel:0`
+            return [f"{layer}{self.separator}{part}_{self.leaves[leaf][0]}"]
         return [f"{prefix}{self.separator}{name}" for name in self.leaves[leaf]]
 
 
@@ -93,6 +99,7 @@ KERAS = Framework(
     },
     layout=_keras_layout,
     kernel_outputs=-1,
+    parts=("depthwise", "pointwise"),
 )
 
 

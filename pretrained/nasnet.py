@@ -1,5 +1,6 @@
 """timm's `pnasnet5large` and `nasnetalarge` (TF-Slim's ImageNet checkpoints, ported by Cadene)
-as our `pnasnet_large` and `nasnet_large`.
+as our `pnasnet_large` and `nasnet_large`; Keras Applications' `NASNet-mobile.h5` and
+`NASNet-large.h5` as our `nasnet_mobile` and `nasnet_large`.
 
 Both files keep Slim's cell and combination names (`cell_stem_0`, `reduction_cell_1`, `cell_11`,
 `comb_iter_3_left`). Within a cell, our `conv_1x1` + `beginning_bn` is their `conv_1x1.conv` /
@@ -19,9 +20,21 @@ stride-2 average pools (NASNet's `comb_iter_2_left` in the stem and reduction ce
 explicitly and then divide by 9 on even maps where TensorFlow leaves the padding out of the
 average; we run the weights as Slim trained them (at 331 px only `reduction_cell_0`, on a 42x42
 map, is affected). Neither file has Slim's training-only auxiliary head.
+
+Keras's files (`keras_layout`) have no auxiliary head either. Keras's NASNet is Slim's function
+(measured on fixtures its `NASNet(...)` builder wrote: its `correct_pad` padding of the stride-2
+separable convolutions is 'SAME' on even and odd maps) but for the reduction cells' stride-2
+pools, which read a zero-padded map with 'valid' windows: the zeros enter the max and count in
+the average (`strided_pool_padding='ZEROS'`; TensorFlow's 'SAME' pools, Slim's, ignore them).
+Keras's 1000 classes have no background class; its inputs are in [-1, 1] (mode 'tf').
 """
 
-from pretrained.convert import Architecture, Layout
+import dataclasses
+
+import flax.linen as nn
+
+from nets.nasnet import reduction_layers
+from pretrained.convert import KERAS, Architecture, Layout
 
 _OUTSIDE = {"conv0": "conv", "conv0_bn": "bn"}
 _CELL = {
@@ -79,9 +92,82 @@ def _architecture(network: str, stem: str, reduction: str) -> Architecture:
     )
 
 
-# timm's names, and ours: our networks compute the files' function.
+_KERAS_OUTSIDE = {"conv0": "stem_conv1", "conv0_bn": "stem_bn1", "final_layer": "predictions"}
+_KERAS_ADJUST = {  # the older input's 1x1 projection or factorized reduction
+    "prev_1x1": "adjust_conv_projection",
+    "prev_bn": "adjust_bn",
+    "path1_conv": "adjust_conv_1",
+    "path2_conv": "adjust_conv_2",
+    "final_path_bn": "adjust_bn",
+}
+
+
+def keras_layout(module: nn.Module) -> Layout:
+    """Our module paths -> Keras's layer names, for a built `nets.nasnet.NASNet`.
+
+    Keras numbers its blocks `stem_1`, `stem_2`, then normal cells `0`.. with the reduction cells
+    among them (`reduce_{n}` after the n-th normal cell, which shifts the later ones by one), and
+    a cell's branches by combination (`normal_left1` is `comb_iter_0_left`; the reduction cell's
+    last separable branch, `comb_iter_4_left`, is `reduction_left4`).
+    """
+    reductions = reduction_layers(module.num_cells, module.num_reduction_layers)
+
+    def block(cell: str) -> tuple[str, str]:
+        """Our cell's scope -> Keras's cell kind and block id."""
+        scope, _, index = cell.rpartition("_")
+        if scope == "cell_stem":
+            return "reduction", f"stem_{int(index) + 1}"
+        if scope == "reduction_cell":
+            return "reduction", f"reduce_{reductions[int(index)]}"
+        return "normal", str(int(index) + (int(index) >= reductions[0]))
+
+    def source(path: tuple[str, ...]) -> str:
+        if len(path) == 1:
+            return _KERAS_OUTSIDE[path[0]]
+        cell, scope, *rest = path
+        kind, block_id = block(cell)
+        if scope in ("conv_1x1", "beginning_bn"):
+            return f"{kind}_{'conv' if scope == 'conv_1x1' else 'bn'}_1_{block_id}"
+        if scope == "prev_reduction":  # its path1_conv, path2_conv, final_path_bn
+            scope = rest[0]
+        if scope in _KERAS_ADJUST:
+            return f"{_KERAS_ADJUST[scope]}_{block_id}"
+        (layer,) = rest  # comb_iter_{i}_{side}: separable_5x5_2_depthwise, bn_sep_5x5_2
+        _, _, i, side = scope.split("_")
+        number = 4 if (kind, scope) == ("reduction", "comb_iter_4_left") else int(i) + 1
+        branch = f"{kind}_{side}{number}_{block_id}"
+        parts = layer.split("_")
+        if parts[0] == "bn":
+            return f"separable_conv_{parts[3]}_bn_{branch}"
+        return f"separable_conv_{parts[2]}_{branch}/{parts[3]}"  # one of the layer's two kernels
+
+    return source
+
+
+def _keras(network: str, image_size: int) -> Architecture:
+    return Architecture(
+        network,
+        {"use_aux_head": False, "strided_pool_padding": "ZEROS"},
+        keras_layout,
+        head=("final_layer",),
+        source_head="predictions",
+        preprocessing={"image_size": image_size, "mean": (0.5,) * 3, "std": (0.5,) * 3},
+        framework=KERAS,
+    )
+
+
+_KERAS = {
+    "keras_nasnet_mobile": _keras("nasnet_mobile", 224),
+    "keras_nasnet_large": _keras("nasnet_large", 331),
+}
+# timm's names, Keras's, and ours: `nasnet_large` takes timm's files and Keras's (told apart by
+# their classifier's key), `nasnet_mobile` Keras's, its only published weights.
 ARCHITECTURES = {
     "pnasnet5large": _architecture("pnasnet_large", "conv_0", "conv_prev_1x1."),
     "nasnetalarge": _architecture("nasnet_large", "conv0", ""),
 }
 ARCHITECTURES |= {arch.network: arch for arch in ARCHITECTURES.values()}
+ARCHITECTURES["nasnet_large"] = dataclasses.replace(
+    ARCHITECTURES["nasnet_large"], alternatives=(_KERAS["keras_nasnet_large"],)
+)
+ARCHITECTURES |= _KERAS | {"nasnet_mobile": _KERAS["keras_nasnet_mobile"]}

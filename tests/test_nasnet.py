@@ -176,6 +176,32 @@ def test_factorized_reduction_reads_even_and_odd_pixels():
     np.testing.assert_array_equal(y[0, :, 2, 1], [0.0, 0.0, 0.0])  # the zero padding
 
 
+@pytest.mark.parametrize("padding", ["SAME", "ZEROS"])
+def test_strided_pools_pad_as_tensorflow_or_as_keras(padding):
+    # On a 4x4 map a 3x3/2 pool's padding is one row and column at the bottom/right (SAME's).
+    # TensorFlow's pools ignore it; Keras's NASNet pads zeros, which win a max of negative
+    # values and count in the average.
+    def pool(operation, x):
+        module = nasnet_cells.Operation(operation, 1, 2, None, None, padding)
+        return np.asarray(module.apply({}, x)[0, ..., 0])
+
+    zeros = padding == "ZEROS"
+    edge = [[-1.0, 0.0], [0.0, 0.0]] if zeros else -np.ones((2, 2))
+    np.testing.assert_array_equal(pool("max_pool_3x3", -jnp.ones((1, 4, 4, 1))), edge)
+    mean = [[1.0, 6 / 9], [6 / 9, 4 / 9]] if zeros else np.ones((2, 2))
+    np.testing.assert_allclose(pool("avg_pool_3x3", jnp.ones((1, 4, 4, 1))), mean, rtol=1e-6)
+    # At stride 1 (the normal cells' pools) Keras pools as TensorFlow does.
+    stride_1 = nasnet_cells.Operation("max_pool_3x3", 1, 1, None, None, padding)
+    np.testing.assert_array_equal(stride_1.apply({}, -jnp.ones((1, 4, 4, 1))), -1.0)
+
+
+def test_strided_pool_padding_is_checked():
+    module = nets_factory.get_network_fn("nasnet_mobile", 10, strided_pool_padding="zeros").module
+    images = jax.ShapeDtypeStruct((1, 64, 64, 3), jnp.float32)
+    with pytest.raises(ValueError, match=r"strided_pool_padding must be one of .*got 'zeros'"):
+        jax.eval_shape(module.init, jax.random.key(0), images)
+
+
 def test_registry_variants_follow_slims_configs_and_arg_scopes():
     sizes = {"nasnet_cifar": 32, "nasnet_mobile": 224, "nasnet_large": 331}
     sizes |= {"pnasnet_mobile": 224, "pnasnet_large": 331}

@@ -61,11 +61,12 @@ def _fill(
 ) -> tuple[dict, list[str], Pretrained]:
     source, arch = _find(name, weights)
     file_classes = _file_classes(weights, arch)
+    tensors = arch.stable(weights.tensors)
     shapes = convert.leaf_shapes(variables)
     head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
     keep_head = bool(head) and shapes[head[0][:-1] + ("bias",)][-1] == file_classes
     steps = convert.plan(
-        {k: v.shape for k, v in weights.tensors.items()},
+        {k: v.shape for k, v in tensors.items()},
         shapes,
         arch.layout(network_fn.module),
         skip=lambda path: path in head and not keep_head,
@@ -84,7 +85,7 @@ def _fill(
         class_names=architectures.imagenet_class_names(file_classes) if keep_head else (),
         **{**arch.preprocessing, **architectures.preprocessing(weights.config)},
     )
-    return convert.apply(steps, weights.tensors, variables), kept, info
+    return convert.apply(steps, tensors, variables), kept, info
 
 
 def load(

@@ -15,6 +15,7 @@ from typing import Any
 from pretrained import (
     inception,
     inception_v4,
+    keras_inception,
     mobilenet,
     mobilenet_v1,
     nasnet,
@@ -51,6 +52,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **vgg.ARCHITECTURES,
     **inception.ARCHITECTURES,
     **inception_v4.ARCHITECTURES,
+    **keras_inception.ARCHITECTURES,
     **mobilenet.ARCHITECTURES,
     **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,

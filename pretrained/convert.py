@@ -20,7 +20,7 @@ the others as `alternatives`; `for_keys` picks the one whose classifier the file
 import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import flax.linen as nn
 import jax
@@ -30,6 +30,7 @@ from pretrained.files import WeightFileError
 
 Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
 Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +79,13 @@ TORCH = Framework(
 
 
 def _keras_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
-    """Keras's kernels are ours but for two views: a depthwise kernel `[kh, kw, c, multiplier]`
-    as our `[kh, kw, 1, c * multiplier]` (channel-major, as Keras orders its outputs), and a 1x1
-    convolution `[1, 1, in, out]` as our dense `[in, out]`."""
+    """Keras's kernels are ours but for three views: a depthwise kernel `[kh, kw, c, multiplier]`
+    as our `[kh, kw, 1, c * multiplier]` (channel-major, as Keras orders its outputs), a 1x1
+    convolution `[1, 1, in, out]` as our dense `[in, out]`, and a dense kernel as our 1x1
+    convolution."""
     depthwise = len(got) == len(shape) == 4 and got[:2] == shape[:2] and shape[2] == 1
-    if leaf == "kernel" and got != shape and (got == (1, 1, *shape) or depthwise):
+    one_by_one = got == (1, 1, *shape) or shape == (1, 1, *got)
+    if leaf == "kernel" and got != shape and (one_by_one or depthwise):
         return (shape if math.prod(got) == math.prod(shape) else None), None
     return None, None
 
@@ -122,6 +125,16 @@ class Architecture:
     # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]).
     preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     framework: Framework = TORCH  # the files' key names and tensor layouts
+    # The file's keys -> the names `layout` gives, for files whose names depend on how they
+    # were written (Keras's automatic `conv2d_7` numbering: `keras_inception.renumber`).
+    rename: Callable[[Collection[str]], Mapping[str, str]] | None = None
+
+    def stable(self, tensors: Mapping[str, T]) -> dict[str, T]:
+        """The file's tensors (or shapes) under the names `layout` gives: `rename`'s."""
+        if self.rename is None:
+            return dict(tensors)
+        names = self.rename(list(tensors))
+        return {names[key]: value for key, value in tensors.items()}
 
     @property
     def head_kernel(self) -> str:

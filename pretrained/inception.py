@@ -16,6 +16,7 @@ heads too.)
 
 from nets.inception_utils import Concat, Conv2d, Mixed
 from nets.inception_v3 import _INCEPTION_V3  # our layer order, which the names pair up with
+from pretrained import keras_inception
 from pretrained.convert import Architecture
 
 # torchvision's convolutions of each kind of block, branch by branch, in the order of ours.
@@ -96,7 +97,7 @@ def googlenet_layout(path: tuple[str, ...]) -> str:
 INCEPTION_INPUTS = {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
 
 
-def _inception_v3(count_include_pad: bool) -> Architecture:
+def _inception_v3(count_include_pad: bool, alternatives: tuple = ()) -> Architecture:
     convention = {
         "batch_norm_scale": True,
         "count_include_pad": count_include_pad,
@@ -110,6 +111,7 @@ def _inception_v3(count_include_pad: bool) -> Architecture:
         source_head="fc",
         dropped=("AuxLogits",),
         preprocessing={"image_size": 299, **INCEPTION_INPUTS},
+        alternatives=alternatives,
     )
 
 
@@ -120,8 +122,11 @@ def _inception_v3(count_include_pad: bool) -> Architecture:
 # that leave the padding out (timm runs them with PyTorch's pools, another function); the port
 # has a BatchNorm scale. A config.json with timm's tag picks these; a file without one needs the
 # tagged name. The strided layers are VALID and stride-1 padding is symmetric in both libraries.
+# Keras's files (`predictions`, not `fc`) load under `inception_v3` too (keras_inception.py).
 ARCHITECTURES = {
-    "inception_v3": _inception_v3(count_include_pad=True),
+    "inception_v3": _inception_v3(
+        count_include_pad=True, alternatives=(keras_inception.INCEPTION_V3,)
+    ),
     "inception_v3.tf_in1k": _inception_v3(count_include_pad=False),
     "inception_v3.tf_adv_in1k": _inception_v3(count_include_pad=False),
     "googlenet": Architecture(

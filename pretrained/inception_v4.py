@@ -16,6 +16,7 @@ their classifiers `last_linear` / `classif` are our dense `Logits/Logits`.
 from nets import inception_resnet_v2 as irv2
 from nets import inception_v4 as v4  # our layer tables, which the names pair up with
 from nets.inception_utils import Concat, Conv2d, Mixed
+from pretrained import keras_inception
 from pretrained.convert import Architecture, Layout
 from pretrained.inception import INCEPTION_INPUTS, LEAF_MODULES
 
@@ -114,7 +115,11 @@ def irv2_layout(path: tuple[str, ...]) -> str:
 
 
 def _architecture(
-    network: str, layout: Layout, source_head: str, crop_fraction: float
+    network: str,
+    layout: Layout,
+    source_head: str,
+    crop_fraction: float,
+    alternatives: tuple[Architecture, ...] = (),
 ) -> Architecture:
     # Slim's function, as timm computes it: stride-1 padding is symmetric in both, the strided
     # layers VALID, the average pools leave the padding out, BatchNorm's epsilon is 1e-3. The
@@ -133,11 +138,19 @@ def _architecture(
             "interpolation": "bicubic",
             **INCEPTION_INPUTS,
         },
+        alternatives=alternatives,
     )
 
 
-# timm's files have no auxiliary head (Slim's `AuxLogits` was not ported).
+# timm's files have no auxiliary head (Slim's `AuxLogits` was not ported). Keras's
+# InceptionResNetV2 files (`predictions`, not `classif`) load under `inception_resnet_v2` too.
 ARCHITECTURES = {
     "inception_v4": _architecture("inception_v4", v4_layout, "last_linear", 0.875),
-    "inception_resnet_v2": _architecture("inception_resnet_v2", irv2_layout, "classif", 0.8975),
+    "inception_resnet_v2": _architecture(
+        "inception_resnet_v2",
+        irv2_layout,
+        "classif",
+        0.8975,
+        alternatives=(keras_inception.INCEPTION_RESNET_V2,),
+    ),
 }

@@ -142,8 +142,9 @@ def state_dict_index():
 @pytest.mark.parametrize("architecture", sorted(state_dict_index()))
 def test_full_size_state_dicts_fill_every_variable_with_every_tensor(architecture):
     # `[name layout]`: another key layout of `name`'s files (torchvision's VGG, after timm's).
-    tensors = state_dict_index()[architecture]
-    arch = convert.for_keys(architectures.ARCHITECTURES[architecture.split(" ")[0]], tensors)
+    index = state_dict_index()[architecture]
+    arch = convert.for_keys(architectures.ARCHITECTURES[architecture.split(" ")[0]], index)
+    tensors = arch.stable(index)  # Keras's automatic names, renumbered
     network_fn = nets_factory.get_network_fn(arch.network, 1000, **arch.convention)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)

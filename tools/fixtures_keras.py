@@ -31,6 +31,7 @@ networks (alphas 1.0, 1.4, 0.35).
 """
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -45,24 +46,32 @@ V2_ALPHAS = {"keras_mobilenet_v2_1_0": 1.0, "keras_mobilenet_v2_1_4": 1.4}
 V2_ALPHAS |= {"keras_mobilenet_v2_0_35": 0.35}
 
 
-def weight_names(layer) -> list[str]:
+def weight_names(layer, name: str | None = None) -> list[str]:
     """Keras 2's names of a layer's weights: `conv1/kernel:0`, `conv1_bn/moving_mean:0`,
-    `conv_dw_1/depthwise_kernel:0` (Keras 3 calls that one `kernel`)."""
+    `conv_dw_1/depthwise_kernel:0` (Keras 3 calls that one `kernel`); `name`: the layer's."""
     depthwise = isinstance(layer, keras.layers.DepthwiseConv2D)
     leaves = [w.path.rpartition("/")[2] for w in layer.weights]
     leaves = ["depthwise_kernel" if depthwise and v == "kernel" else v for v in leaves]
-    return [f"{layer.name}/{leaf}:0" for leaf in leaves]
+    return [f"{name or layer.name}/{leaf}:0" for leaf in leaves]
 
 
-def write_h5(model, path: Path, dtype=np.float16) -> None:
-    """`model.save_weights` as Keras 2 wrote it (the published files' layout)."""
-    with h5py.File(path, "w") as f:
-        f.attrs["layer_names"] = [layer.name.encode() for layer in model.layers]
+def write_h5(
+    model,
+    path: Path,
+    dtype=np.float16,
+    rename: Callable[[str], str] = str,
+    libver: str = "earliest",
+) -> None:
+    """`model.save_weights` as Keras 2 wrote it (the published files' layout), each layer
+    named `rename(layer.name)`. `libver='latest'`: HDF5's newer object headers, which halve a
+    file of many small layers (the published files have the earliest; readers do not care)."""
+    with h5py.File(path, "w", libver=libver) as f:
+        f.attrs["layer_names"] = [rename(layer.name).encode() for layer in model.layers]
         f.attrs["backend"] = b"tensorflow"
         f.attrs["keras_version"] = b"2.2.4"
         for layer in model.layers:
-            group = f.create_group(layer.name)
-            names = weight_names(layer)
+            group = f.create_group(rename(layer.name))
+            names = weight_names(layer, rename(layer.name))
             group.attrs["weight_names"] = [n.encode() for n in names]
             for name, weight in zip(names, layer.get_weights(), strict=True):
                 group.create_dataset(name, data=weight.astype(dtype))

@@ -391,15 +391,22 @@ def _scalar(tp: type, value: Any, path: str) -> Any:
             return float(value)
         except ValueError:
             pass
-    ok = {
+    if not _is_scalar(tp, value):
+        raise UserError(f"{path}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+    return float(value) if tp is float else value
+
+
+def _is_scalar(tp: Any, value: Any) -> bool | None:
+    """Whether `value` is of scalar type `tp` as YAML writes it (an int is a float, a bool is not
+    an int); None when `tp` is no YAML scalar type."""
+    checks = {
+        type(None): value is None,
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),
         float: isinstance(value, int | float) and not isinstance(value, bool),
         str: isinstance(value, str),
-    }[tp]
-    if not ok:
-        raise UserError(f"{path}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
-    return float(value) if tp is float else value
+    }
+    return checks.get(tp)
 
 
 def check_types(cls: type, values: Mapping[str, Any], path: str) -> None:
@@ -432,14 +439,8 @@ def _fits(tp: Any, value: Any) -> bool:
         return all(_fits(args[0], v) for v in value) if args else True
     if origin is Literal:
         return value in args
-    simple = {
-        type(None): value is None,
-        bool: isinstance(value, bool),
-        int: isinstance(value, int) and not isinstance(value, bool),
-        float: isinstance(value, int | float) and not isinstance(value, bool),
-        str: isinstance(value, str),
-    }
-    return simple.get(tp, True)  # Any, callables, modules, cell specs: not YAML's to check
+    fits = _is_scalar(tp, value)
+    return True if fits is None else fits  # Any, callables, modules, cell specs: not YAML's
 
 
 def _freeze(value: Any) -> Any:

@@ -11,7 +11,9 @@ CPU step for resnet18/resnet50 when torch is installed. Each figure is a median 
 """
 
 import argparse
+import importlib.util
 import statistics
+import sys
 import time
 
 import flax.linen as nn
@@ -79,6 +81,8 @@ def main() -> None:
     )
     parser.add_argument("--torch", action="store_true", help="also time PyTorch (resnet18/50)")
     args = parser.parse_args()
+    if args.torch and importlib.util.find_spec("torch") is None:  # before minutes of compiling
+        sys.exit("train_step.py: --torch needs PyTorch, which is not installed: pip install torch")
 
     dtype = jnp.dtype(args.dtype)
     fn = nets_factory.get_network_fn(args.name, args.num_classes, is_training=True, dtype=dtype)

@@ -173,7 +173,11 @@ def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_pa
     head = ["model.num_classes=12", "train.steps=2", f"finetune.init_from={tmp_path / 'base'}"]
     mismatch = train(tmp_path / "bad", cache, *head)
     assert mismatch.returncode == 2
-    assert mismatch.stderr.strip() == (
+    warning, error = mismatch.stderr.strip().splitlines()  # 12 logits for 10 classes: a warning
+    assert warning.endswith(
+        "model.num_classes=12 but digits has 10 classes: logits 10..11 are never a target"
+    )
+    assert error == (
         f"train.py: finetune.init_from: params/Dense_0/bias has shape (10,) in "
         f"{tmp_path / 'base' / 'checkpoints' / '3' / 'state'} but (12,) here; exclude it with "
         "a finetune.exclude regex"
@@ -280,6 +284,19 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
             "data.batch_size=30 must be divisible by the number of devices",
         ),
         (["model.kwargs.depth=3"], [], "model.kwargs: resnet20 got unexpected keyword argument"),
+        (["model.kwargs.num_filters=abc"], [], "model.kwargs.num_filters: expected int, got 'abc'"),
+        (["model.num_classes=5"], [], "model.num_classes=5: digits has 10 classes (labels 0..9)"),
+        (["data.image_size=1"], [], "data.image_size=1: resnet20 needs images of at least 2 px"),
+        (
+            ["data.mean=[0.5, 0.5, 0.5]", "data.std=[0.2, 0.2, 0.2]"],
+            [],
+            "data.mean: 3 values for 1-channel images (digits); give 1",
+        ),
+        (
+            [],
+            ["--config=training/datasets/digits.csv.gz"],  # gzip: binary
+            "training/datasets/digits.csv.gz: not a text file (byte 0x8b at offset 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, sets, flags, message):

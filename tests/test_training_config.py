@@ -72,6 +72,10 @@ def test_overrides_reach_nested_kwargs_and_lists_become_tuples(tmp_path):
         ("", ["optim.lr=[1"], "--set optim.lr: invalid YAML"),
         ("optim: {lr: 0.1", [], "invalid YAML"),
         ("- 1", [], "the top level must be a mapping"),
+        ("optim:\n  lr: 0.1\n  lr: 0.2", [], "c.yaml: duplicate key 'optim.lr' at line 3 (first"),
+        ("model: {kwargs: {a: 1, a: 2}}", [], "duplicate key 'model.kwargs.a' at line 1"),
+        ("", ["optim={lr: 1, lr: 2}"], "--set optim: duplicate key 'lr' at line 1"),
+        ("\x00", [], "invalid YAML: unacceptable character #x0000"),
     ],
 )
 def test_config_mistakes_name_the_key_and_what_is_valid(tmp_path, text, overrides, message):
@@ -79,6 +83,26 @@ def test_config_mistakes_name_the_key_and_what_is_valid(tmp_path, text, override
         config.load(write(tmp_path, text), overrides)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_a_binary_config_file_is_one_line(tmp_path):
+    path = tmp_path / "weights.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(UserError) as error:
+        config.load(path)
+    assert str(error.value) == (
+        f"{path}: not a text file (byte 0x89 at offset 0 is not UTF-8); a config is a YAML text "
+        "file such as configs/default.yaml"
+    )
+
+
+def test_a_section_given_to_set_merges_into_the_config(tmp_path):
+    path = write(tmp_path, "optim: {name: nesterov, lr: 0.2}\nmodel: {kwargs: {num_filters: 8}}")
+    cfg = config.load(path, ["optim={lr: 0.05}", "model={kwargs: {stage_sizes: [1, 1]}}"])
+    assert (cfg.optim.name, cfg.optim.lr) == ("nesterov", 0.05)
+    assert dict(cfg.model.kwargs) == {"num_filters": 8, "stage_sizes": (1, 1)}
+    replaced = config.load(path, ["optim.boundaries=[0.3]", "optim.name=sgd"]).optim
+    assert (replaced.name, replaced.boundaries, replaced.lr) == ("sgd", (0.3,), 0.2)
 
 
 def test_missing_config_file(tmp_path):

@@ -107,6 +107,65 @@ def test_corrupt_image_error_names_the_file(image_folder):
         next(it)
 
 
+def test_skip_unreadable_logs_each_bad_file_keeps_batches_full_and_eval_leaves_it_out(
+    image_folder, caplog
+):
+    for split in ("train", "val"):
+        (image_folder / split / "dog" / "1.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    ds = sources.imagefolder(str(image_folder))
+    cfg = DataConfig(name="imagefolder", crop="resized", flip=False, skip_unreadable=True)
+    plain = DataConfig(name="imagefolder", crop="resized", flip=False)
+    it = data.train_iterator(ds, cfg, 8, 9, seed=0)
+    batches = first_batches(it, 3)  # each epoch of 9 holds the bad file once
+    assert all(b["image"].shape == (9, 8, 8, 3) for b in batches)
+    skipped = [r for r in caplog.records if "data.skip_unreadable: skipped" in r.getMessage()]
+    assert len(skipped) == 1 and "dog/1.jpg" in skipped[0].getMessage()  # once per file
+    state, expected = it.get_state(), next(it)
+    resumed = data.train_iterator(ds, cfg, 8, 9, seed=0)
+    resumed.set_state(state)
+    np.testing.assert_array_equal(next(resumed)["image"], expected["image"])
+    # The pipeline has the same structure as without skipping: a run that a bad file stopped
+    # resumes at its place with skip_unreadable set.
+    stopped = data.train_iterator(ds, plain, 8, 9, seed=0)
+    assert stopped.get_state().keys() == state.keys()
+    resumed.set_state(stopped.get_state())
+    np.testing.assert_array_equal(next(resumed)["label"], batches[0]["label"])
+    (evals,) = list(data.eval_batches(ds, cfg, 8, 9))
+    assert evals["mask"].sum() == 8 and len(evals["mask"]) == 9
+    bad = [i for i, p in enumerate(ds.eval.paths) if p.endswith("dog/1.jpg")]
+    assert evals["mask"][bad].tolist() == [0.0]
+
+
+def test_check_images_lists_every_unreadable_file_at_once(image_folder, capsys):
+    from training import check_images
+
+    (image_folder / "train" / "dog" / "1.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    (image_folder / "val" / "emu" / "0.png").write_bytes(b"")
+    assert check_images.main([str(image_folder)]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("cannot read image ") for line in lines)
+    assert "train/dog/1.jpg" in lines[0] and "val/emu/0.png" in lines[1]
+    assert err.strip() == f"{image_folder}: 18 images, 2 unreadable"
+    (image_folder / "train" / "dog" / "1.jpg").unlink()
+    (image_folder / "val" / "emu" / "0.png").unlink()
+    assert check_images.main([str(image_folder)]) == 0
+
+
+def test_a_single_class_folder_is_refused(image_folder):
+    for name in ("dog", "emu"):
+        for split in ("train", "val"):
+            for f in (image_folder / split / name).iterdir():
+                f.unlink()
+            (image_folder / split / name).rmdir()
+    with pytest.raises(UserError) as error:
+        sources.imagefolder(str(image_folder))
+    assert str(error.value) == (
+        f"{image_folder / 'train'}: only one class folder, 'cat'; a classifier needs at least "
+        "2 classes"
+    )
+
+
 def test_imagefolder_layout_errors(tmp_path):
     with pytest.raises(UserError, match="data.dir .*nowhere: no such file or directory"):
         sources.imagefolder(str(tmp_path / "nowhere"))

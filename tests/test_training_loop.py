@@ -48,16 +48,18 @@ def test_resolve_fills_every_default_from_the_data_and_builds_each_network_once(
     resolved, dataset, networks = loop.resolve(Config())
     assert built_networks == ["resnet20", "resnet20"]  # training and evaluation, once each
     written = yaml.safe_load(config.dump(resolved))
-    filled = ("image_size", "eval_batch_size", "mean", "std", "crop", "flip")
+    filled = ("image_size", "eval_batch_size", "mean", "std", "crop", "flip", "crop_padding")
     assert {k: written["data"][k] for k in filled} == {
-        "image_size": 32,  # resnet20's own
+        "image_size": 8,  # the digits' own (resnet20 needs 4 px or more)
         "eval_batch_size": 128,  # data.batch_size
-        "mean": [0.3046],  # the digits' own, as are crop and flip
+        "mean": [0.3046],  # the digits' own, as are crop, flip and crop_padding
         "std": [0.3754],
         "crop": "pad",
         "flip": False,
+        "crop_padding": 1,
     }
     assert written["model"]["num_classes"] == dataset.num_classes == 10
+    assert written["train"]["epochs"] == dataset.epochs == 20
     assert networks.train.is_training and not networks.eval.is_training
 
 
@@ -83,3 +85,14 @@ def test_a_resume_compares_an_older_config_with_null_source_defaults_as_their_va
         "data.mean: [0.3046] -> [0.5]",
         "data.std: [0.3754] -> [0.25]",
     ]
+
+
+def test_a_resumed_run_of_an_older_config_sees_no_change_in_keys_it_did_not_know(tmp_path):
+    cfg, dataset, _ = loop.resolve(Config())
+    older = config.to_dict(cfg)
+    del older["data"]["skip_unreadable"]  # written before the key existed
+    saved = tmp_path / "config.yaml"
+    saved.write_text(yaml.safe_dump(older))
+    assert loop.changes_since(saved, cfg, dataset) == []
+    newer = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.05))
+    assert loop.changes_since(saved, newer, dataset) == ["optim.lr: 0.1 -> 0.05"]

@@ -40,7 +40,7 @@ class ModelConfig:
     """The network, built by `nets_factory.get_network_fn(name, num_classes, weight_decay, ...)`."""
 
     name: str = "resnet20"  # a key of nets_factory.networks_map (`python -m nets_factory`)
-    num_classes: int | None = None  # None: the dataset's number of classes.
+    num_classes: int | None = None  # None: the dataset's classes; fewer is refused, more warned of
     # Slim's L2 penalty, added to the loss by `network_fn.regularization_loss`: its only effect.
     weight_decay: float = 0.0
     dtype: Literal["float32", "bfloat16"] = "float32"  # compute dtype; parameters stay float32
@@ -60,11 +60,15 @@ class DataConfig:
     name: Literal["digits", "synthetic", "cifar10", "cifar100", "imagefolder", "tfds"] = "digits"
     dir: str | None = None  # cifar: the archive or its folder; imagefolder: DIR/{train,val}/<class>
     tfds_name: str | None = None  # name=tfds only, e.g. 'imagenet2012'
-    image_size: int | None = None  # None: the network's default_image_size
+    # None: in-memory datasets (digits, CIFAR) their own size, raised to the network's minimum
+    # (the device resizes them); image files (imagefolder, tfds) the network's default_image_size.
+    image_size: int | None = None
     batch_size: int = 128  # global: images per training step over all devices and hosts
     eval_batch_size: int | None = None  # None: batch_size
     crop: Literal["none", "pad", "resized"] | None = None  # None: the source's default
-    crop_padding: int = 4  # crop=pad: zero padding before the random crop, in pixels
+    # crop=pad: zero padding before the random crop, in the dataset's pixels; None: the
+    # source's (digits 1, others 4).
+    crop_padding: int | None = None
     min_crop_area: float = 0.08  # crop=resized: smallest crop, as a fraction of the image
     flip: bool | None = None  # random horizontal flip; None: the source's default
     mean: tuple[float, ...] | None = None  # per channel, in [0, 1] units; None: the source's
@@ -72,6 +76,9 @@ class DataConfig:
     workers: int = 0  # grain worker processes; 0 decodes in threads of the training process
     threads: int = 2  # grain reading threads per process
     synthetic_examples: int = 10_000  # name=synthetic: the length of an epoch
+    # An image file that cannot be decoded is logged and skipped (its place in the batch taken by
+    # another image of that batch; in evaluation, left out) instead of stopping the run.
+    skip_unreadable: bool = False
 
     def __post_init__(self):
         _require(
@@ -84,7 +91,9 @@ class DataConfig:
             "eval_batch_size",
             "must be >= 1",
         )
-        _require(self.crop_padding >= 0, "crop_padding", "must be >= 0")
+        _require(
+            self.crop_padding is None or self.crop_padding >= 0, "crop_padding", "must be >= 0"
+        )
         _require(0 < self.min_crop_area <= 1, "min_crop_area", "must be in (0, 1]")
         _require(self.workers >= 0, "workers", "must be >= 0")
         _require(self.threads >= 1, "threads", "must be >= 1")
@@ -156,7 +165,9 @@ class OptimConfig:
 class TrainConfig:
     """Length and cadence of the run."""
 
-    epochs: float = 1.0  # passes over the training set, rounded up to whole steps
+    # Passes over the training set, rounded up to whole steps; None: the dataset's (digits 20,
+    # CIFAR 164: He et al.'s 64k steps of 128; imagefolder and tfds 90; synthetic 1).
+    epochs: float | None = None
     steps: int | None = None  # if set, the run's length in steps instead of epochs
     eval_every: int = 0  # steps; 0: evaluate at the end only
     log_every: int = 50  # steps between training records (metrics.jsonl, TensorBoard, console)
@@ -166,7 +177,7 @@ class TrainConfig:
 
     def __post_init__(self):
         _require(self.steps is None or self.steps >= 1, "steps", "must be >= 1")
-        _require(self.epochs > 0, "epochs", "must be > 0")
+        _require(self.epochs is None or self.epochs > 0, "epochs", "must be > 0")
         _require(self.eval_every >= 0, "eval_every", "must be >= 0")
         for key in ("log_every", "checkpoint_every", "keep_checkpoints"):
             _require(getattr(self, key) >= 1, key, "must be >= 1")
@@ -223,10 +234,37 @@ _Yaml12Loader.add_implicit_resolver(
 
 
 def parse_yaml(text: str, source: str) -> Any:
+    """The YAML document in `text`; invalid YAML and duplicate keys are `UserError`s."""
     try:
-        return yaml.load(text, Loader=_Yaml12Loader)
+        node = yaml.compose(text, Loader=_Yaml12Loader)
+        if node is None:
+            return None
+        _refuse_duplicate_keys(node, "", source)
+        return _Yaml12Loader(text).construct_document(node)
     except yaml.YAMLError as e:
         raise UserError(f"{source}: invalid YAML: {' '.join(str(e).split())}") from None
+
+
+def _refuse_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
+    """PyYAML keeps the last of two equal keys silently; a config that says a key twice is
+    ambiguous, so it is refused with the key's dotted path and both lines."""
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(item, f"{path}[{i}]", source)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first_line: dict[tuple[str, str], int] = {}
+    for key, value in node.value:
+        name = _join(path, key.value) if isinstance(key, yaml.ScalarNode) else path
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first_line:
+                raise UserError(
+                    f"{source}: duplicate key {name!r} at line {line} (first at line "
+                    f"{first_line[key.tag, key.value]}); say each key once"
+                )
+            first_line[key.tag, key.value] = line
+        _refuse_duplicate_keys(value, name, source)
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
@@ -234,12 +272,24 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"config file not found: {path}")
-    tree = parse_yaml(path.read_text(), str(path)) or {}
+    tree = parse_yaml(_read_text(path), str(path)) or {}
     if not isinstance(tree, dict):
         raise UserError(f"{path}: the top level must be a mapping of sections, got {tree!r}")
     for override in overrides:
         _apply_override(tree, override)
     return from_dict(tree)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"{path}: not a text file (byte {e.object[e.start]:#04x} at offset {e.start} is not "
+            "UTF-8); a config is a YAML text file such as configs/default.yaml"
+        ) from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the config file: {e.strerror}") from None
 
 
 def from_dict(tree: Mapping[str, Any]) -> Config:
@@ -257,7 +307,16 @@ def _apply_override(tree: dict, override: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise UserError(f"--set {override!r}: {'.'.join(parents[: i + 1])} is not a section")
-    node[leaf] = parse_yaml(text, f"--set {key}")
+    node[leaf] = merge(node.get(leaf), parse_yaml(text, f"--set {key}"))
+
+
+def merge(old: Any, new: Any) -> Any:
+    """`new` over `old`, where mappings update the keys they name: so a mapping given to --set
+    (`--set 'optim={lr: 0.05}'`) keeps the config's other optim keys, as a config file keeps the
+    defaults it does not name. Anything else replaces."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {**old, **{k: merge(old.get(k), v) for k, v in new.items()}}
+    return new
 
 
 def _build(cls: type, tree: Any, path: str) -> Any:
@@ -332,15 +391,56 @@ def _scalar(tp: type, value: Any, path: str) -> Any:
             return float(value)
         except ValueError:
             pass
-    ok = {
+    if not _is_scalar(tp, value):
+        raise UserError(f"{path}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
+    return float(value) if tp is float else value
+
+
+def _is_scalar(tp: Any, value: Any) -> bool | None:
+    """Whether `value` is of scalar type `tp` as YAML writes it (an int is a float, a bool is not
+    an int); None when `tp` is no YAML scalar type."""
+    checks = {
+        type(None): value is None,
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),
         float: isinstance(value, int | float) and not isinstance(value, bool),
         str: isinstance(value, str),
-    }[tp]
-    if not ok:
-        raise UserError(f"{path}: expected {tp.__name__}, got {value!r} ({type(value).__name__})")
-    return float(value) if tp is float else value
+    }
+    return checks.get(tp)
+
+
+def check_types(cls: type, values: Mapping[str, Any], path: str) -> None:
+    """Checks `values` against the annotated types of dataclass `cls`'s fields, where the type is
+    one a YAML value can have (numbers, strings, sequences, optionals); others pass unchecked.
+
+    For `model.kwargs`, whose values go to a network's constructor fields: nothing checks them
+    there, so `num_filters: abc` would fail deep inside the first convolution instead.
+    """
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if key in hints and not _fits(hints[key], value):
+            shown = re.sub(
+                r"\b(?:collections\.abc|typing)\.|<class '(\w+)'>", r"\1", str(hints[key])
+            )
+            raise UserError(
+                f"{_join(path, key)}: expected {shown}, got {value!r} ({type(value).__name__})"
+            )
+
+
+def _fits(tp: Any, value: Any) -> bool:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(a, value) for a in args)
+    if origin in (tuple, list, Sequence):
+        if not isinstance(value, tuple | list):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(args) == len(value) and all(map(_fits, args, value))
+        return all(_fits(args[0], v) for v in value) if args else True
+    if origin is Literal:
+        return value in args
+    fits = _is_scalar(tp, value)
+    return True if fits is None else fits  # Any, callables, modules, cell specs: not YAML's
 
 
 def _freeze(value: Any) -> Any:

@@ -11,12 +11,13 @@ the train and eval steps scale, resize and normalise them on the device (`traini
 
 import dataclasses
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grain
 import numpy as np
-from absl import flags
+from absl import flags, logging
 from PIL import Image, UnidentifiedImageError
 
 from training.config import DataConfig
@@ -35,6 +36,26 @@ def open_image(image: Any) -> Image.Image:
             raise DataError(f"cannot read image {image}: {e}") from None
     array = np.asarray(image)
     return Image.fromarray(array[..., 0] if array.shape[-1] == 1 else array)
+
+
+_skipped: set[str] = set()  # the unreadable files this process has skipped
+_skipped_lock = threading.Lock()
+
+
+def log_skipped(error: DataError) -> None:
+    """Logs an unreadable file (`data.skip_unreadable`) once, with how many this process has
+    skipped so far."""
+    with _skipped_lock:
+        if str(error) in _skipped:
+            return
+        _skipped.add(str(error))
+        count = len(_skipped)
+    logging.warning(
+        "data.skip_unreadable: skipped %s (%d unreadable file(s) so far; "
+        "`python -m training.check_images DIR` lists them all)",
+        error,
+        count,
+    )
 
 
 def center_crop(image: Image.Image, size: int, fraction: float) -> Image.Image:
@@ -84,8 +105,18 @@ class TrainTransform:
     padding: int
     min_area: float
     flip: bool
+    skip_unreadable: bool = False  # an unreadable file gives None (see `fill_skipped`)
 
-    def __call__(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    def __call__(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any] | None:
+        try:
+            return self._augment(record, rng)
+        except DataError as e:
+            if not self.skip_unreadable:
+                raise
+            log_skipped(e)
+            return None
+
+    def _augment(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         image = record["image"]
         if self.crop == "resized":
             size = image.shape[0] if self.fixed_size else self.image_size
@@ -101,21 +132,43 @@ class TrainTransform:
         return {"image": np.ascontiguousarray(image, dtype=np.uint8), "label": record["label"]}
 
 
+def fill_skipped(records: Sequence[dict[str, Any] | None]) -> dict[str, np.ndarray]:
+    """A training batch whose skipped records (None) are replaced by the batch's readable ones in
+    turn: the batch keeps its size (one compiled step, one sharding), and the pipeline keeps its
+    structure, so a run stopped by a bad file resumes with `data.skip_unreadable` at its place."""
+    readable = [r for r in records if r is not None]
+    if not readable:
+        raise DataError(f"every image of a batch of {len(records)} was unreadable")
+    filled = [r if r is not None else readable[i % len(readable)] for i, r in enumerate(records)]
+    return {key: np.stack([r[key] for r in filled]) for key in filled[0]}
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalTransform:
-    """Decodes, resizes and centre-crops variable-size images; in-memory ones pass unchanged."""
+    """Decodes, resizes and centre-crops variable-size images; in-memory ones pass unchanged.
+    `valid` is 0 for a file skipped as unreadable (`data.skip_unreadable`): eval leaves it out."""
 
     image_size: int
     fixed_size: bool
     channels: int
+    skip_unreadable: bool = False
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
-        image = record["image"]
+        image, valid = record["image"], np.float32(1)
         if not self.fixed_size:
-            image = _as_array(
-                center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION), self.channels
-            )
-        return {"image": np.asarray(image, dtype=np.uint8), "label": record["label"]}
+            try:
+                image = _as_array(
+                    center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION),
+                    self.channels,
+                )
+            except DataError as e:
+                if not self.skip_unreadable:
+                    raise
+                log_skipped(e)
+                image = np.zeros((self.image_size, self.image_size, self.channels), np.uint8)
+                valid = np.float32(0)
+        image = np.asarray(image, dtype=np.uint8)
+        return {"image": image, "label": record["label"], "valid": valid}
 
 
 def _read_options(data: DataConfig) -> grain.ReadOptions:
@@ -142,13 +195,16 @@ def train_iterator(
         fixed_size=dataset.fixed_size is not None,
         channels=dataset.channels,
         crop=data.crop,
-        padding=data.crop_padding,
+        padding=dataset.crop_padding if data.crop_padding is None else data.crop_padding,
         min_area=data.min_crop_area,
         flip=data.flip,
+        skip_unreadable=data.skip_unreadable,
     )
     ds = grain.MapDataset.source(dataset.train)[process_index::process_count]
     ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)
-    ds = ds.batch(local_batch, drop_remainder=True).to_iter_dataset(_read_options(data))
+    batch_fn = fill_skipped if data.skip_unreadable else None  # None: grain's own stacking
+    ds = ds.batch(local_batch, drop_remainder=True, batch_fn=batch_fn)
+    ds = ds.to_iter_dataset(_read_options(data))
     if data.workers:
         if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
             # none parsed (train.py has)
@@ -170,7 +226,9 @@ def eval_batches(
     The last batch is padded (mask 0), and every process yields the same number of batches, so
     the jitted eval step sees one shape and no process waits for another that has finished.
     """
-    transform = EvalTransform(image_size, dataset.fixed_size is not None, dataset.channels)
+    transform = EvalTransform(
+        image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable
+    )
     ds = grain.MapDataset.source(dataset.eval)[process_index::process_count].map(transform)
     num_batches = math.ceil(math.ceil(len(dataset.eval) / process_count) / local_batch)
     batches = iter(ds.batch(local_batch).to_iter_dataset(_read_options(data)))
@@ -180,10 +238,9 @@ def eval_batches(
         if batch is None:  # this process's shard ran out: a batch of padding only
             batch = {k: v[:0] for k, v in template.items()}
         template = batch
-        n = len(batch["label"])
-        pad = [(0, local_batch - n)]
+        pad = [(0, local_batch - len(batch["label"]))]
         yield {
             "image": np.pad(batch["image"], pad + [(0, 0)] * 3),
             "label": np.pad(batch["label"], pad),
-            "mask": np.pad(np.ones(n, np.float32), pad),
+            "mask": np.pad(batch["valid"], pad),
         }

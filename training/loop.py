@@ -19,10 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from absl import logging
 
 import nets_factory
 import pretrained
-from training import checkpoint, data, optim, preemption, sharding, sources, steps
+from training import checkpoint, data, image_sizes, optim, preemption, sharding, sources, steps
 from training.config import (
     Config,
     DataConfig,
@@ -30,7 +31,9 @@ from training.config import (
     ModelConfig,
     TrainConfig,
     changes,
+    check_types,
     dump,
+    merge,
     parse_yaml,
     to_dict,
 )
@@ -38,7 +41,7 @@ from training.errors import UserError
 from training.metrics import Console, MetricsLog, Throughput, Window
 
 # DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
-SOURCE_DEFAULTS = ("mean", "std", "crop", "flip")
+SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +82,13 @@ def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
         **kwargs,
     )
     try:
-        return Networks(build(is_training=True), build(is_training=False))
+        networks = Networks(build(is_training=True), build(is_training=False))
     except ValueError as e:
         raise UserError(f"model.name: {e}") from None
     except TypeError as e:
         raise UserError(f"model.kwargs: {e}") from None
+    check_types(type(networks.train.module), kwargs, "model.kwargs")
+    return networks
 
 
 def load_data_and_networks(
@@ -96,11 +101,43 @@ def load_data_and_networks(
     """
     if data.name != "synthetic":
         dataset = sources.load(data)
+        check_classes(model.num_classes, dataset, data.name)
         return dataset, network_fns(model, model.num_classes or dataset.num_classes)
     num_classes = model.num_classes or sources.SYNTHETIC_CLASSES
     networks = network_fns(model, num_classes)
     image_size = data.image_size or networks.train.default_image_size
     return sources.load(data, image_size, num_classes), networks
+
+
+def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) -> None:
+    """Refuses fewer logits than the data's labels (the loss would read past the logits); warns
+    of more (they train, but the extra classes are never a target)."""
+    if num_classes is None or num_classes == dataset.num_classes:
+        return
+    if num_classes < dataset.num_classes:
+        raise UserError(
+            f"model.num_classes={num_classes}: {name} has {dataset.num_classes} classes (labels "
+            f"0..{dataset.num_classes - 1}); set it to {dataset.num_classes} or leave it unset"
+        )
+    logging.warning(
+        "model.num_classes=%d but %s has %d classes: logits %d..%d are never a target",
+        num_classes,
+        name,
+        dataset.num_classes,
+        dataset.num_classes,
+        num_classes - 1,
+    )
+
+
+def check_normalisation(data: DataConfig, channels: int) -> None:
+    """`data.mean` and `data.std` give one value per channel of the data."""
+    for key in ("mean", "std"):
+        values = getattr(data, key)
+        if values is not None and len(values) != channels:
+            raise UserError(
+                f"data.{key}: {len(values)} values for {channels}-channel images ({data.name}); "
+                f"give {channels}, one per channel, or leave it unset"
+            )
 
 
 def with_weight_conventions(config: Config) -> Config:
@@ -122,15 +159,17 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
     config = with_weight_conventions(config)
     dataset, networks = load_data_and_networks(config.model, config.data)
     d = config.data
+    check_normalisation(d, dataset.channels)
     data = dataclasses.replace(
         d,
-        image_size=d.image_size or networks.train.default_image_size,
+        image_size=image_sizes.image_size(d.image_size, dataset, networks.eval),
         eval_batch_size=d.eval_batch_size or d.batch_size,
         **{k: getattr(dataset, k) for k in SOURCE_DEFAULTS if getattr(d, k) is None},
     )
     num_classes = config.model.num_classes or dataset.num_classes
     model = dataclasses.replace(config.model, num_classes=num_classes)
-    return dataclasses.replace(config, model=model, data=data), dataset, networks
+    train = dataclasses.replace(config.train, epochs=config.train.epochs or dataset.epochs)
+    return dataclasses.replace(config, model=model, data=data, train=train), dataset, networks
 
 
 def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list[str]:
@@ -138,9 +177,10 @@ def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list
     a previous run wrote to `saved`.
 
     Older versions wrote None for the `SOURCE_DEFAULTS` they did not set: it meant the source's
-    value then as now, so it is compared as that value.
+    value then as now, so it is compared as that value; and a key they did not know (such as
+    `data.skip_unreadable`) as its default, which is what they did.
     """
-    before = parse_yaml(saved.read_text(), str(saved))
+    before = merge(to_dict(Config()), parse_yaml(saved.read_text(), str(saved)))
     old_data = before.get("data", {})
     defaults = {k: to_dict(getattr(dataset, k)) for k in SOURCE_DEFAULTS if old_data.get(k) is None}
     return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))

@@ -131,8 +131,8 @@ class Checkpointer:
         at, and out of the way of this run's saves of the same steps).
 
         Raises:
-          IncompatibleCheckpoint: the newest checkpoint has other variables or shapes than
-            `like` (another network, class count or optimizer).
+          IncompatibleCheckpoint: a checkpoint that reads back has other variables or shapes
+            than `like` (another network, class count or optimizer); nothing is moved then.
           UserError: there are checkpoints and none of them reads back.
         """
         failures = []
@@ -238,8 +238,10 @@ def check_fits(saved: Mapping[str, Any], like: TrainState, where: Path) -> None:
     """Raises `IncompatibleCheckpoint` naming the first variable that the checkpoint at `where`
     (its state's tree metadata `saved`) lacks, has in excess, or has in another shape."""
     have = shapes({k: v for k, v in saved.items() if k not in LEGACY_STATE_ENTRIES})
-    want = shapes({f.name: getattr(like, f.name) for f in dataclasses.fields(TrainState)})
-    for name in [*want, *(n for n in have if n not in want)]:  # params before opt_state
+    want = {}  # in the fields' order (a dict's leaves come sorted): params before ema_params
+    for field in dataclasses.fields(TrainState):
+        want.update(shapes({field.name: getattr(like, field.name)}))
+    for name in [*want, *(n for n in have if n not in want)]:
         if name not in have:
             problem = f"has no {name}"
         elif name not in want:

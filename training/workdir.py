@@ -25,8 +25,9 @@ SUBFOLDERS = ("checkpoints", "tensorboard")  # what a start creates inside the w
 def hold_workdir(workdir: Path, enabled: bool = True) -> Iterator[None]:
     """Creates `workdir` (with missing parents) and holds its lock while the block runs.
 
-    When the block raises, the folders that this call or the block created and that are still
-    empty are removed again, so a failed start leaves nothing behind. `enabled` False (processes
+    When the block raises, the folders that this start created (the workdir, its missing parents,
+    its `SUBFOLDERS`) and that are still empty are removed again, with the lock file when it is
+    all the workdir holds, so a failed start leaves nothing behind. `enabled` False (processes
     other than 0) does nothing.
 
     Raises:
@@ -43,7 +44,8 @@ def hold_workdir(workdir: Path, enabled: bool = True) -> Iterator[None]:
         workdir.mkdir(parents=True, exist_ok=True)
         lock = _acquire(workdir / LOCK_FILE)
     except (FileExistsError, NotADirectoryError):
-        file = next(p for p in (*workdir.parents, workdir) if p.exists() and not p.is_dir())
+        files = (p for p in (*workdir.parents, workdir) if p.exists() and not p.is_dir())
+        file = next(files, workdir)
         raise UserError(f"workdir {workdir}: {file} is a file, not a folder") from None
     except OSError as e:
         if e.errno == errno.EWOULDBLOCK:

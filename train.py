@@ -4,10 +4,14 @@
     python train.py --config=configs/imagenet_resnet50.yaml --workdir=runs/r50
     python train.py --set optim.lr=0.05 --set train.steps=200
 
-Re-running a command with the same --workdir resumes it. Errors in the config or the data are one
-line on stderr and a non-zero exit status.
+Re-running a command with the same --workdir resumes it; without --workdir each run gets a new
+folder, so SIGTERM and Ctrl-C end with the command that resumes (the one given, plus the
+--workdir it used). A second run in a workdir that a run holds says which process holds it.
+Errors in the config, the data or the workdir (a file, a full or read-only disk) are one line on
+stderr and a non-zero exit status.
 """
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -16,6 +20,7 @@ from absl import app, flags, logging
 
 from training import config
 from training.errors import UserError
+from training.preemption import Interrupted
 
 _DEFAULT = Path(__file__).parent / "configs" / "default.yaml"
 _CONFIG = flags.DEFINE_string("config", None, "YAML experiment config; default: the digits job.")
@@ -37,6 +42,9 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at info level
+        # A failed write comes back to the loop, which says it in one line; orbax's threads
+        # would log it first, with their tracebacks.
+        logging.get_absl_logger().addFilter(lambda record: "/orbax/" not in record.pathname)
     try:
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
         # Before importing JAX, so that config errors come back at once.
@@ -51,9 +59,20 @@ def main(argv):
         sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
         workdir = _WORKDIR.value or f"runs/{cfg.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         loop.train(cfg, workdir)
+    except Interrupted as e:
+        print(f"train.py: {e}; to resume, run: {resume_command(workdir)}", file=sys.stderr)
+        sys.exit(e.exit_code)
     except UserError as e:
         print(f"train.py: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 2))
+    except OSError as e:  # writing the workdir's files: a full disk, a read-only one
+        print(f"train.py: {e.filename or 'writing'}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)
+
+
+def resume_command(workdir: str) -> str:
+    """This process's command line, with the `workdir` it used when it named none."""
+    return shlex.join(sys.orig_argv + ([] if _WORKDIR.value else [f"--workdir={workdir}"]))
 
 
 if __name__ == "__main__":

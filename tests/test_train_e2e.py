@@ -1,12 +1,17 @@
 """`train.py` as users run it: a subprocess on the embedded digits with a tiny network.
 
 One straight run is the reference; a run killed with SIGKILL and restarted, a run stopped with
-SIGTERM and restarted, and a one-device run must all end where it ends. The runs share a
-persistent compilation cache, so each distinct program compiles once per test session.
+SIGTERM and restarted by the command it printed, and a one-device run must all end where it ends.
+The runs share a persistent compilation cache, so each distinct program compiles once per test
+session.
 """
 
+import errno
+import glob
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +25,7 @@ import pytest
 import yaml
 
 import nets_factory
+from training.workdir import LOCK_FILE
 
 ROOT = Path(__file__).parent.parent
 STEPS = 12
@@ -44,7 +50,9 @@ def cache(tmp_path_factory):
 
 
 def command(workdir, cache, *sets, flags=()):
-    args = [sys.executable, str(ROOT / "train.py"), f"--workdir={workdir}"]
+    """train.py's command line; `workdir` None: none given (a new folder under ./runs)."""
+    args = [sys.executable, str(ROOT / "train.py")]
+    args += [f"--workdir={workdir}"] if workdir else []
     args += [f"--compilation_cache={cache}", *flags]
     return args + [f"--set={s}" for s in (*TINY, *sets)]
 
@@ -91,18 +99,20 @@ def assert_same_state(a, b, **tolerance):
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def interrupt(workdir, cache, signum, at_step=3):
-    """Starts a run, sends `signum` once checkpoint `at_step` is complete; returns (rc, stderr)."""
+def interrupt(workdir, cache, signum, at_step=3, cwd=ROOT):
+    """Starts a run, sends `signum` once checkpoint `at_step` is complete; returns (rc, stderr).
+    `workdir` None: the run is given none, and makes its own under `cwd`/runs."""
     process = subprocess.Popen(
         command(workdir, cache),
         env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
     )
     deadline = time.time() + 240
-    while not (workdir / "checkpoints" / str(at_step)).is_dir():
+    pattern = f"{workdir or Path(cwd, 'runs', '*')}/checkpoints/{at_step}"
+    while not glob.glob(pattern):
         assert process.poll() is None, process.communicate()[1]
         assert time.time() < deadline
         time.sleep(0.02)
@@ -138,21 +148,36 @@ def test_train_resumes_exactly_after_sigkill_sigterm_sigint_and_matches_one_devi
 
     returncode, _ = interrupt(tmp_path / "killed", cache, signal.SIGKILL)
     assert returncode == -signal.SIGKILL
+    assert (tmp_path / "killed" / LOCK_FILE).exists()  # its lock died with it
     resumed = train(tmp_path / "killed", cache)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed at step" in resumed.stderr + resumed.stdout
     assert records(tmp_path / "killed") == reference
     assert_same_state(final_state(tmp_path / "killed"), expected)
 
-    returncode, stderr = interrupt(tmp_path / "stopped", cache, signal.SIGTERM)
+    # Started without --workdir, as the README's `python train.py`: the hint names the one used.
+    (tmp_path / "stopped").mkdir()
+    returncode, stderr = interrupt(None, cache, signal.SIGTERM, cwd=tmp_path / "stopped")
     assert returncode == 128 + signal.SIGTERM, stderr
     line = stderr.strip().splitlines()[-1]
     assert line.startswith("train.py: SIGTERM at step ") and "saved a checkpoint" in line
     saved_at = int(line.split("step ")[1].split(":")[0])
-    assert (tmp_path / "stopped" / "checkpoints" / str(saved_at)).is_dir()
-    assert train(tmp_path / "stopped", cache).returncode == 0
-    assert records(tmp_path / "stopped") == reference
-    assert_same_state(final_state(tmp_path / "stopped"), expected)
+    (workdir,) = (tmp_path / "stopped" / "runs").iterdir()
+    assert (workdir / "checkpoints" / str(saved_at)).is_dir()
+    hint = shlex.split(line.split("; to resume, run: ")[1])
+    assert hint == [*command(None, cache), f"--workdir=runs/{workdir.name}"]
+    again = subprocess.run(
+        hint,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=workdir.parent.parent,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"resumed at step {saved_at}" in again.stderr + again.stdout
+    assert records(workdir) == reference
+    assert_same_state(final_state(workdir), expected)
 
     returncode, stderr = interrupt(tmp_path / "ctrl_c", cache, signal.SIGINT)
     assert returncode == 128 + signal.SIGINT, stderr
@@ -297,6 +322,12 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
             ["--config=training/datasets/digits.csv.gz"],  # gzip: binary
             "training/datasets/digits.csv.gz: not a text file (byte 0x8b at offset 1",
         ),
+        # after the checkpoints folder is made: the failed start removes it
+        (
+            ["finetune.trainable=[nomatch]"],
+            [],
+            "finetune.trainable: ['nomatch'] match no parameter",
+        ),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, sets, flags, message):
@@ -305,3 +336,115 @@ def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, se
     for fragment in (message,) if isinstance(message, str) else message:
         assert fragment in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())  # the workdir: a failed start leaves nothing in it
+
+
+def test_a_workdir_inside_a_file_is_one_line_and_the_file_is_left_as_it_was(tmp_path, cache):
+    # (the lock and the tidying of failed starts: tests/test_training_workdir.py)
+    (tmp_path / "file").write_text("mine")
+    workdir = tmp_path / "file" / "run"
+    result = train(workdir, cache)
+    assert result.returncode == 2
+    assert (
+        result.stderr == f"train.py: workdir {workdir}: {workdir.parent} is a file, not a folder\n"
+    )
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing(tmp_path, cache):
+    one_step = train(tmp_path, cache, "train.steps=1")
+    assert one_step.returncode == 0, one_step.stderr
+    assert "n/a img/s" in one_step.stderr + one_step.stdout  # its only step is compilation
+    written = (tmp_path / "metrics.jsonl").read_text()
+    assert "NaN" not in written and "train/img_per_sec" not in written
+    saved = sorted(os.listdir(tmp_path / "checkpoints"))
+    resolved = (tmp_path / "config.yaml").read_text()
+    # (another optimizer: tests/test_training_checkpoint.py)
+    result = train(tmp_path, cache, "train.steps=1", "model.num_classes=12")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"train.py: checkpoint {tmp_path / 'checkpoints' / '1'} has params/Dense_0/bias of shape "
+        "(10,), this config (12,): its workdir holds a run of another configuration (changed: "
+        "model.num_classes: 10 -> 12); undo the change to resume that run, or use another "
+        "workdir to start a new one\n"
+    )
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == saved
+    assert (tmp_path / "metrics.jsonl").read_text() == written
+    assert (tmp_path / "config.yaml").read_text() == resolved
+
+
+def largest_file(folder):
+    return max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+DAMAGES = {  # checkpoint: how it is damaged
+    6: lambda step: largest_file(step / "state").write_bytes(b"truncated"),
+    5: lambda step: (step / "state" / "_METADATA").unlink(),
+    4: lambda step: shutil.rmtree(step / "data"),  # an item missing
+}
+
+
+def test_damaged_checkpoints_are_moved_aside_and_the_run_resumes_from_the_newest_whole_one(
+    tmp_path, cache
+):
+    each_step = ["train.steps=6", "train.checkpoint_every=1", "train.keep_checkpoints=6"]
+    assert train(tmp_path / "straight", cache, *each_step).returncode == 0
+    shutil.copytree(tmp_path / "straight", tmp_path / "damaged")
+    for step, damage in DAMAGES.items():
+        damage(tmp_path / "damaged" / "checkpoints" / str(step))
+    resumed = train(tmp_path / "damaged", cache, *each_step)
+    assert resumed.returncode == 0, resumed.stderr
+    output = resumed.stdout + resumed.stderr
+    for step in DAMAGES:
+        moved = tmp_path / "damaged" / "damaged_checkpoints" / str(step)
+        assert f"checkpoint {step} does not read back (" in output
+        assert f"); moved it to {moved} and resumed from step 3\n" in output
+        assert moved.is_dir()  # kept for the user, with what is left of it
+    assert records(tmp_path / "damaged") == records(tmp_path / "straight")
+    assert_same_state(final_state(tmp_path / "damaged", 6), final_state(tmp_path / "straight", 6))
+
+    # None that reads back: a clear stop, nothing moved.
+    for step in range(1, 7):
+        (tmp_path / "damaged" / "checkpoints" / str(step) / "state" / "_METADATA").unlink()
+    result = train(tmp_path / "damaged", cache, *each_step)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"train.py: no checkpoint in {tmp_path / 'damaged' / 'checkpoints'} reads back (step 6: "
+    )
+    assert "; step 1: " in result.stderr and "move them elsewhere" in result.stderr
+    assert sorted(os.listdir(tmp_path / "damaged" / "checkpoints")) == list("123456")
+
+
+# Runs train.py with grain's checkpoint writer failing as the OS would from checkpoint 9 on.
+FAILING_DISK = """
+import errno, os, runpy, sys
+import grain
+save = grain.checkpoint.CheckpointHandler.save
+def failing(self, directory, *args, **kwargs):
+    if int(directory.parent.name.split(".")[0]) >= 9:
+        code = int(os.environ["FAIL_ERRNO"])
+        raise OSError(code, os.strerror(code), str(directory))
+    return save(self, directory, *args, **kwargs)
+grain.checkpoint.CheckpointHandler.save = failing
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_failing_save_is_one_line_and_keeps_the_last_complete_checkpoints(tmp_path, cache):
+    code = errno.ENOSPC
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_DISK, *command(tmp_path, cache)[1:]],
+        env=dict(environment(), FAIL_ERRNO=str(code)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train.py: could not write checkpoint 9 in {tmp_path / 'checkpoints'}: "
+        f"{os.strerror(code)}; the last complete checkpoint is step 6"
+    )
+    assert sorted(p for p in os.listdir(tmp_path / "checkpoints") if p.isdigit()) == ["3", "6"]

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+import pytest
 
 from training import checkpoint, steps
 
@@ -25,8 +26,8 @@ def batches():
     return iter(grain.MapDataset.range(100).batch(4).to_iter_dataset())
 
 
-def small_state():
-    tx = optax.sgd(0.1, momentum=0.9)
+def small_state(tx=None):
+    tx = tx or optax.sgd(0.1, momentum=0.9)
     return steps.create_state({"params": {"w": jnp.arange(3.0)}}, tx, jax.random.PRNGKey(0), False)
 
 
@@ -64,3 +65,30 @@ def test_a_checkpoint_of_the_previous_version_resumes_without_its_window(tmp_pat
     again, window = checkpoint.Checkpointer(tmp_path, keep=2).restore(8, small_state(), batches())
     assert_same_state(again, state)
     assert window == [{"loss": 0.75, "top1": 0.5}]
+
+
+def test_a_checkpoint_of_another_optimizer_is_refused_naming_what_it_lacks(tmp_path):
+    checkpoints = checkpoint.Checkpointer(tmp_path, keep=2)
+    checkpoints.save(1, small_state(), batches(), [])
+    checkpoints.close()
+    adam = small_state(optax.adam(0.1))
+    with pytest.raises(
+        checkpoint.IncompatibleCheckpoint, match=f"{tmp_path / '1'} has no opt_state/0/count"
+    ):
+        checkpoint.Checkpointer(tmp_path, keep=2).restore_latest(adam, batches())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]  # refused, not set aside
+
+
+def test_a_failed_write_is_said_in_the_operating_systems_words():
+    # As tensorstore reports a full disk (its message, seen on a full tmpfs), and as Python does.
+    tensorstore = ValueError(
+        'RESOURCE_EXHAUSTED: Error writing local file "/w/checkpoints/4.orbax-checkpoint-tmp/'
+        'state/manifest.ocdbt": Failed to write 205 bytes to file 14: No space left on device '
+        "[os_error_code='28']"
+    )
+    assert checkpoint.os_reason(tensorstore) == "No space left on device"
+    try:
+        raise RuntimeError("commit failed") from OSError(30, "Read-only file system", "/w")
+    except RuntimeError as wrapped:
+        assert checkpoint.os_reason(wrapped) == "Read-only file system"
+    assert checkpoint.os_reason(KeyError("state")) == "'state'"

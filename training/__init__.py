@@ -2,6 +2,6 @@
 
 config (YAML -> frozen dataclasses), sources + data (datasets and grain pipelines), steps (the
 train state and the jitted steps), optim (optimizers, schedules), sharding (the device mesh),
-checkpoint (orbax, fine-tuning), metrics (files and console), preemption (signals), loop (the
-program: `train(config, workdir)`).
+checkpoint (orbax, fine-tuning), metrics (files and console), preemption (signals), workdir (its
+lock and tidying), loop (the program: `train(config, workdir)`).
 """

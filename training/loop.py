@@ -2,7 +2,8 @@
 
 Builds the mesh, the dataset, the network (`get_network_fn`), the optimizer and the state,
 restores the latest checkpoint of `workdir` (or fine-tunes from `finetune.init_from`), then for
-each batch: shard, `train_step`, log; evaluate and save on their cadence, and when stopped.
+each batch: shard, `train_step`, log; evaluate and save on their cadence, and when stopped. The
+workdir is locked while the run lasts (`training.workdir`).
 """
 
 import dataclasses
@@ -39,6 +40,7 @@ from training.config import (
 )
 from training.errors import UserError
 from training.metrics import Console, MetricsLog, Throughput, Window
+from training.workdir import hold_workdir
 
 # DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
 SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
@@ -51,11 +53,11 @@ class Summary:
     best_top1: float | None
     final_top1: float | None
     wall_seconds: float
-    images_per_second: float
+    images_per_second: float | None  # None when no step was timed (a 1-step run)
 
     def __str__(self) -> str:
         pct = lambda v: "n/a" if v is None else f"{100 * v:.2f}%"  # noqa: E731
-        rate = "n/a" if math.isnan(self.images_per_second) else f"{self.images_per_second:.0f}"
+        rate = "n/a" if self.images_per_second is None else f"{self.images_per_second:.0f}"
         return (
             f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}, final "
             f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, {rate} img/s training; "
@@ -259,6 +261,7 @@ class Run:
     window: Window  # the train metrics that the next record averages
     start_step: int
     note: str  # how it started: resumed, or fine-tuned from where
+    notices: list[str]  # lines to print at the start: checkpoints skipped, config changes
 
     def describe(self) -> str:
         c, d = self.config, self.config.data
@@ -289,17 +292,16 @@ def build(config: Config, workdir: Path) -> Run:
     batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
 
     checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
-    start, window = checkpoints.latest_step(), []
-    if start is None:
+    restored, notices = None, []
+    if checkpoints.latest_step() is not None:
+        restored, notices = resume(config, dataset, networks.train, tx, mesh, batches, checkpoints)
+    if restored is None:
         state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
         init_from = config.finetune.init_from
         note = f"; fine-tuning from {init_from}" if init_from else ""
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
-    else:  # resuming: the checkpoint has the weights, whatever finetune.init_from says
-        scratch = dataclasses.replace(config, finetune=FinetuneConfig())
-        like, _ = initial_state(scratch, networks.train, tx, dataset.channels, mesh)
-        state, window = checkpoints.restore(start, like, batches)
-        note = f"; resumed at step {start}"
+    else:
+        state, note = restored.state, f"; resumed at step {restored.step}"
     return Run(
         config=config,
         dataset=dataset,
@@ -315,28 +317,68 @@ def build(config: Config, workdir: Path) -> Run:
         ),
         checkpoints=checkpoints,
         state=state,
-        window=Window(window),
-        start_step=start or 0,
+        window=Window(restored.log_window if restored else []),
+        start_step=restored.step if restored else 0,
         note=note,
+        notices=notices,
     )
 
 
+def resume(
+    config: Config,
+    dataset: sources.Dataset,
+    train_fn,
+    tx,
+    mesh,
+    batches: grain.DatasetIterator,
+    checkpoints: checkpoint.Checkpointer,
+) -> tuple[checkpoint.Restored | None, list[str]]:
+    """The newest readable checkpoint, and the lines that say what the resumed run does
+    differently: the checkpoints it skipped, the config changes since the run that wrote them.
+
+    The checkpoint has the weights, whatever `finetune.init_from` says.
+
+    Raises:
+      UserError: the checkpoint is of another configuration (the message lists the config
+        changes that made it so), or none reads back.
+    """
+    saved = checkpoints.directory.parent / "config.yaml"
+    changed = changes_since(saved, config, dataset) if saved.exists() else []
+    scratch = dataclasses.replace(config, finetune=FinetuneConfig())
+    like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
+    try:
+        restored = checkpoints.restore_latest(like, batches)
+    except checkpoint.IncompatibleCheckpoint as e:
+        why = "; ".join(changed) if changed else f"{saved} does not say which setting changed"
+        raise UserError(
+            f"{e}: its workdir holds a run of another configuration (changed: {why}); undo "
+            "the change to resume that run, or use another workdir to start a new one"
+        ) from None
+    notices = restored.skipped if restored else []
+    if changed:
+        notices.append(f"config changed since the last run: {'; '.join(changed)}")
+    return restored, notices
+
+
 def train(config: Config, workdir: str | Path) -> Summary:
-    """Trains (or resumes, or fine-tunes) as `config` says; writes everything under `workdir`."""
-    started, workdir = time.perf_counter(), Path(workdir)
+    """Trains (or resumes, or fine-tunes) as `config` says; writes everything under `workdir`,
+    which it locks while it runs (see `hold_workdir`)."""
     process0 = jax.process_index() == 0
+    with hold_workdir(Path(workdir), enabled=process0):
+        return train_in(config, Path(workdir), process0)
+
+
+def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
+    """`train` once the workdir is held."""
+    started = time.perf_counter()
     run = build(config, workdir)
-    resolved, changed = workdir / "config.yaml", []
-    if run.start_step and resolved.exists():  # say what a resumed run does differently
-        changed = changes_since(resolved, run.config, run.dataset)
     if process0:
-        workdir.mkdir(parents=True, exist_ok=True)
-        resolved.write_text(dump(run.config))
+        (workdir / "config.yaml").write_text(dump(run.config))
     log = MetricsLog(workdir, run.start_step, process0)
     console = Console(run.total_steps, run.start_step, process0)
     console.print(f"{run.describe()}; workdir {workdir}")
-    if changed:
-        console.print(f"config changed since the last run: {'; '.join(changed)}")
+    for line in run.notices:
+        console.print(line)
     throughput = Throughput(run.config.data.batch_size)
     try:
         with preemption.catch_signals() as stop:
@@ -411,8 +453,7 @@ def on_step_end(
         throughput.restart()
     if stopping:
         raise preemption.Interrupted(
-            f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}; "
-            "run the same command to resume",
+            f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}",
             stop.signum,
         )
 
@@ -423,13 +464,14 @@ def log_train(
     """A training record: the window's mean loss and top-1, the learning rate, img/s, epoch."""
     means = run.window.mean()
     lr, rate = float(run.lr(step - 1)), throughput.measure()
+    speed = {} if rate is None else {"train/img_per_sec": rate}  # None: no step timed yet
     log.write(
         step,
         {
             "train/loss": means["loss"],
             "train/top1": means["top1"],
             "train/lr": lr,
-            "train/img_per_sec": rate,
+            **speed,
             "epoch": step / run.steps_per_epoch,
         },
     )

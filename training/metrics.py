@@ -7,7 +7,6 @@ by the interrupted attempt are dropped from `metrics.jsonl`, and TensorBoard pur
 """
 
 import json
-import math
 import os
 import sys
 import time
@@ -129,21 +128,21 @@ class Throughput:
     def step(self) -> None:
         self._steps += 1
 
-    def measure(self) -> float:
-        """img/s since the last restart (call once the devices have finished those steps)."""
+    def measure(self) -> float | None:
+        """img/s since the last restart (call once the devices have finished those steps); None
+        when no step ran since (the first step of a run is compilation, not timed)."""
         seconds = time.perf_counter() - self._start
         self.total_steps += self._steps
         self.total_seconds += seconds
-        rate = self._steps * self.batch_size / seconds if self._steps else math.nan
+        rate = self._steps * self.batch_size / seconds if self._steps else None
         self.restart()
         return rate
 
-    def mean(self) -> float:
-        return (
-            self.total_steps * self.batch_size / self.total_seconds
-            if self.total_seconds
-            else math.nan
-        )
+    def mean(self) -> float | None:
+        """img/s over every timed step; None when none was."""
+        if not self.total_steps:
+            return None
+        return self.total_steps * self.batch_size / self.total_seconds
 
 
 class Console:
@@ -163,8 +162,9 @@ class Console:
     def advance(self, steps: int = 1) -> None:
         self._bar.update(steps)
 
-    def show(self, loss: float, lr: float, images_per_second: float) -> None:
-        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_second:.3g}")
+    def show(self, loss: float, lr: float, images_per_second: float | None) -> None:
+        rate = "n/a" if images_per_second is None else f"{images_per_second:.3g}"
+        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=rate)
 
     def print(self, line: str) -> None:
         if self.enabled:

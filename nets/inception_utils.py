@@ -86,6 +86,7 @@ def slim_builder(
     depth: Callable[[int], int] = keep_depth,
     batch_norm_scale: bool = False,
     count_include_pad: bool = False,
+    bn_momentum: float = SLIM_INCEPTION.momentum,
 ) -> Builder:
     """Slim's `inception_arg_scope` (and `inception_resnet_v2_arg_scope`, the same by default).
 
@@ -94,7 +95,8 @@ def slim_builder(
     `batch_norm_scale` and `count_include_pad` are conventions of weights trained elsewhere
     (torchvision's `BasicConv2d` has a BatchNorm scale; PyTorch's average pools count the padding).
     """
-    norm = batch_norm(SLIM_INCEPTION._replace(use_scale=batch_norm_scale), train, dtype)
+    convention = SLIM_INCEPTION._replace(use_scale=batch_norm_scale, momentum=bn_momentum)
+    norm = batch_norm(convention, train, dtype)
     conv = functools.partial(conv, dtype=dtype, kernel_init=he_fan_in)
     conv_bn = functools.partial(
         ConvNormAct, conv=conv, norm=norm, act=nn.relu, norm_name="BatchNorm"
@@ -255,14 +257,23 @@ class SlimInception(nn.Module):
     # BatchNorm has a scale (`gamma`), PyTorch's average pools count the padding.
     batch_norm_scale: bool = False
     count_include_pad: bool = False
+    # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
+    # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
+    bn_momentum: float = SLIM_INCEPTION.momentum
 
     def builder(self, train: bool) -> Builder:
+        return self.slim_builder(train, keep_depth)
+
+    def slim_builder(self, train: bool, depth: Callable[[int], int]) -> Builder:
+        """`slim_builder` with this network's fields."""
         return slim_builder(
             self.conv,
             self.dtype,
             train,
+            depth,
             batch_norm_scale=self.batch_norm_scale,
             count_include_pad=self.count_include_pad,
+            bn_momentum=self.bn_momentum,
         )
 
     def run(
@@ -288,10 +299,7 @@ class ThinnableInception(SlimInception):
     min_depth: int = 16
 
     def builder(self, train: bool) -> Builder:
-        depth = depth_fn(self.depth_multiplier, self.min_depth)
-        return slim_builder(
-            self.conv, self.dtype, train, depth, self.batch_norm_scale, self.count_include_pad
-        )
+        return self.slim_builder(train, depth_fn(self.depth_multiplier, self.min_depth))
 
 
 def reduction_b(widths: tuple[int, int, int, int, int, int]) -> tuple[tuple[Any, ...], ...]:

@@ -169,6 +169,9 @@ class MobileNet(nn.Module):
     # weights were trained with PyTorch's symmetric padding ('SYMMETRIC') and epsilon 1e-5.
     padding: str = "SAME"
     bn_epsilon: float = SLIM_MOBILENET.epsilon
+    # The decay of BatchNorm's running averages: Slim's 0.997 suits ImageNet's long runs; short
+    # ones (a few hundred steps) need less, or evaluation sees mostly their initial values.
+    bn_momentum: float = SLIM_MOBILENET.momentum
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
@@ -185,7 +188,8 @@ class MobileNet(nn.Module):
         if self.depth_multiplier <= 0:
             raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
         conv = partial(self.conv, dtype=self.dtype)
-        norm = batch_norm(SLIM_MOBILENET._replace(epsilon=self.bn_epsilon), train, self.dtype)
+        convention = SLIM_MOBILENET._replace(epsilon=self.bn_epsilon, momentum=self.bn_momentum)
+        norm = batch_norm(convention, train, self.dtype)
         act = nn.hard_swish if self.hard_swish else self.act
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=act, padding=self.padding)
         # Slim's finegrain mode exempts the last op of the spec from the multiplier.

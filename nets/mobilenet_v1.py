@@ -64,6 +64,9 @@ class MobileNetV1(nn.Module):
     # `ZeroPadding2D(((0, 1), (0, 1)))` then 'valid', `((0, 1), (0, 1))`: the same on even
     # maps, one output fewer on odd ones (Keras's MobileNet at 56 px sees 7 and 3 pixel maps).
     downsample_padding: PaddingLike = "SAME"
+    # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
+    # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
+    bn_momentum: float = SLIM.momentum
 
     @property
     def min_image_size(self) -> int:
@@ -84,9 +87,8 @@ class MobileNetV1(nn.Module):
         if self.depth_multiplier <= 0:
             raise ValueError(f"depth_multiplier must be positive, got {self.depth_multiplier}")
         conv = partial(self.conv, dtype=self.dtype)
-        layer = partial(
-            ConvNormAct, conv=conv, norm=batch_norm(SLIM, train, self.dtype), act=nn.relu6
-        )
+        norm = batch_norm(SLIM._replace(momentum=self.bn_momentum), train, self.dtype)
+        layer = partial(ConvNormAct, conv=conv, norm=norm, act=nn.relu6)
 
         x = layer(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
         end_points = {"Conv2d_0": x, "stem": x}

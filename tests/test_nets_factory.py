@@ -346,3 +346,33 @@ def test_numpy_scalars_are_accepted_as_shared_arguments():
     )
     assert fn.module.num_classes == 10 and type(fn.module.num_classes) is int
     assert fn.is_training is True and fn.weight_decay == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize(
+    "name", ["mobilenet_v1_025", "mobilenet_v2_035", "inception_v3", "nasnet_mobile"]
+)
+def test_bn_momentum_reaches_every_batch_norm(name):
+    momenta = []
+
+    def record(next_fun, args, kwargs, context):
+        if isinstance(context.module, nn.BatchNorm):
+            momenta.append(context.module.momentum)
+        return next_fun(*args, **kwargs)
+
+    fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9)
+    with nn.intercept_methods(record):
+        jax.eval_shape(fn.init, jax.random.key(0), abstract_images(fn, batch=1))
+    assert momenta and set(momenta) == {0.9}
+
+
+def test_a_run_too_short_for_the_batch_norm_decay_says_what_to_set(caplog):
+    from training import loop
+
+    fn = nets_factory.get_network_fn("mobilenet_v1_025", 10, is_training=True)
+    loop.check_batch_norm_decay(fn, 450)
+    assert "(bn_momentum=0.9997) span about 3333 steps, too many for a run of 450" in caplog.text
+    assert "set model.kwargs.bn_momentum=0.9" in caplog.text
+    caplog.clear()
+    loop.check_batch_norm_decay(fn, 40_000)
+    loop.check_batch_norm_decay(nets_factory.get_network_fn("resnet20", 10), 10)  # no such field
+    assert not caplog.text

@@ -311,7 +311,11 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
         (["model.kwargs.depth=3"], [], "model.kwargs: resnet20 got unexpected keyword argument"),
         (["model.kwargs.num_filters=abc"], [], "model.kwargs.num_filters: expected int, got 'abc'"),
         (["model.num_classes=5"], [], "model.num_classes=5: digits has 10 classes (labels 0..9)"),
-        (["data.image_size=1"], [], "data.image_size=1: resnet20 needs images of at least 2 px"),
+        (
+            ["model.name=vgg11", "data.image_size=16"],
+            [],
+            "data.image_size=16: vgg11 needs images of at least 32 px",
+        ),
         (
             ["data.mean=[0.5, 0.5, 0.5]", "data.std=[0.2, 0.2, 0.2]"],
             [],

@@ -68,20 +68,20 @@ def test_an_image_size_below_the_networks_minimum_names_it_and_the_fix():
 
 
 @pytest.mark.parametrize(
-    ("name", "minimum"), [("resnet20", 4), ("lenet", 4), ("mobilenet_v1_025", 32), ("vgg11", 32)]
+    ("name", "size"),
+    [("resnet20", 4), ("lenet", 4), ("mobilenet_v1_025", 32), ("vgg11", 32), ("alexnet_v2", 67)],
 )
-def test_minimum_image_size_is_the_total_stride(name, minimum):
-    fn = nets_factory.get_network_fn(name, 10)
-    assert image_sizes.minimum_image_size(fn) == minimum
+def test_in_memory_images_rise_to_the_total_stride_or_what_the_layers_need(name, size):
+    # AlexNet v2's 'VALID' stem and pools need more than its stride of 45 px (224 / 5).
+    fn = nets_factory.get_network_fn(name, 10, is_training=True)
+    assert image_sizes.total_stride_size(fn) == size
 
 
-def test_minimum_image_size_rises_to_where_valid_layers_fit():
-    # AlexNet v2's 11x11 stride-4 'VALID' stem and three 'VALID' 3x3 pools need more than its
-    # stride of 45 px (224 / 5): its smallest input is the one that leaves pool5 1x1.
-    fn = nets_factory.get_network_fn("alexnet_v2", 10)
-    minimum = image_sizes.minimum_image_size(fn)
-    assert minimum > 45
-    assert image_sizes._runs_at(fn, minimum) and not image_sizes._runs_at(fn, minimum - 1)
+def test_a_size_the_user_sets_below_the_stride_is_kept_where_the_layers_accept_it():
+    cfg, _ = resolved("model.name=mobilenet_v1_025", "data.image_size=8")
+    assert cfg.data.image_size == 8
+    with pytest.raises(UserError, match="inception_v3 needs images of at least 107 px"):
+        resolved("model.name=inception_v3", "data.image_size=75")  # its auxiliary head
 
 
 def test_fewer_logits_than_labels_is_refused_more_is_a_warning(caplog):

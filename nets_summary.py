@@ -7,7 +7,8 @@ activations are not counted (the convention of the published GMAC tables).
 
 Tracing all 63 networks takes minutes, so the listing reads their figures at 1000 classes and
 the default size from `nets/sizes.tsv`, which the registry tests compare with a live trace of
-every network; `python -m nets_factory --update-sizes` rewrites it after a change to `nets/`.
+every network; `python -m nets_factory --update-sizes [NAME ...]` rewrites it (or those
+networks' rows) after a change to `nets/`.
 """
 
 import argparse
@@ -88,12 +89,17 @@ def recorded_sizes() -> dict[str, Size]:
     return {name: Size(*map(int, values)) for name, *values in rows}
 
 
-def write_sizes() -> None:
-    """Traces every registered network and rewrites `SIZES`."""
-    lines = [_SIZES_HEADER]
-    for name in sorted(nets_factory.networks_map):
-        lines.append("\t".join(map(str, (name, *measure(name)))))
-    SIZES.write_text("\n".join(lines) + "\n")
+def write_sizes(names: list[str] | None = None) -> None:
+    """Traces `names` (default: every registered network) and rewrites their rows of `SIZES`,
+    dropping rows of networks no longer registered."""
+    sizes = recorded_sizes() if names and SIZES.exists() else {}
+    sizes |= {name: measure(name) for name in names or nets_factory.networks_map}
+    rows = [
+        "\t".join(map(str, (name, *sizes[name])))
+        for name in sorted(nets_factory.networks_map)
+        if name in sizes
+    ]
+    SIZES.write_text("\n".join([_SIZES_HEADER, *rows]) + "\n")
 
 
 def weight_sources(name: str) -> list[str]:
@@ -142,11 +148,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("name", nargs="?", help="a network to describe; none lists them all")
     parser.add_argument("--live", action="store_true", help="trace every network (minutes)")
     parser.add_argument(
-        "--update-sizes", action="store_true", help=f"trace every network and rewrite {SIZES}"
+        "--update-sizes",
+        nargs="*",
+        metavar="NAME",
+        help=f"trace these networks (default: all) and rewrite their rows of {SIZES}",
     )
     args = parser.parse_args(argv)
-    if args.update_sizes:
-        write_sizes()
+    if args.update_sizes is not None:
+        write_sizes(args.update_sizes)
         print(f"wrote {SIZES}")
         return
     if args.name is None:

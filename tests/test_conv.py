@@ -187,7 +187,7 @@ def test_resnet_train_step_gradients_match_flax_linen_conv():
     labels = jnp.arange(4) % 10
     networks = {
         label: nets_factory.get_network_fn(
-            "resnet18", 10, True, num_filters=8, stage_sizes=(1, 1, 1, 1), conv=conv
+            "resnet18", 10, is_training=True, num_filters=8, stage_sizes=(1, 1, 1, 1), conv=conv
         )
         for label, conv in (("ours", Conv), ("flax", nn.Conv))
     }

@@ -7,7 +7,8 @@ a line, indented; a module that holds only arrays is one line, `name: bias(64) k
 Siblings whose subtrees are identical are folded into `name = sibling`, so a stage of 36 equal
 blocks costs 36 lines, not 36 subtrees.
 
-To rewrite the snapshot after an intended change of a tree: `python -m tests.variable_trees`.
+To rewrite the snapshot after an intended change of a tree: `python -m tests.variable_trees
+[NAME ...]` (only those networks' sections when named).
 """
 
 import hashlib
@@ -57,23 +58,28 @@ def load() -> dict[str, list[str]]:
     return sections
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    """Rewrites the sections of `names` (default: every distinct network), keeping the others."""
     import jax
     import jax.numpy as jnp
 
     import nets_factory
     from tests.test_nets_factory import ALL_NETWORKS
 
-    out = ["Variable trees of every distinct network at 1000 classes; see tests/variable_trees.py"]
-    for name in ALL_NETWORKS:
+    sections = load() if names and SNAPSHOT.exists() else {}
+    for name in names or ALL_NETWORKS:
         fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
         size = fn.default_image_size
         images = jax.ShapeDtypeStruct((2, size, size, 3), jnp.float32)
-        variables = jax.eval_shape(fn.init, jax.random.key(0), images)
-        out += ["", f"# {name}", *tree_lines(variables)]
+        sections[name] = tree_lines(jax.eval_shape(fn.init, jax.random.key(0), images))
+    out = ["Variable trees of every distinct network at 1000 classes; see tests/variable_trees.py"]
+    for name in ALL_NETWORKS:
+        out += ["", f"# {name}", *sections[name]]
     SNAPSHOT.write_text("\n".join(out) + "\n")
     print(f"wrote {SNAPSHOT} ({len(ALL_NETWORKS)} networks)")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

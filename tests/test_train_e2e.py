@@ -312,11 +312,6 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
         (["model.kwargs.num_filters=abc"], [], "model.kwargs.num_filters: expected int, got 'abc'"),
         (["model.num_classes=5"], [], "model.num_classes=5: digits has 10 classes (labels 0..9)"),
         (
-            ["model.name=vgg11", "data.image_size=16"],
-            [],
-            "data.image_size=16: vgg11 needs images of at least 32 px",
-        ),
-        (
             ["data.mean=[0.5, 0.5, 0.5]", "data.std=[0.2, 0.2, 0.2]"],
             [],
             "data.mean: 3 values for 1-channel images (digits); give 1",
@@ -366,7 +361,9 @@ def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing
     # (another optimizer: tests/test_training_checkpoint.py)
     result = train(tmp_path, cache, "train.steps=1", "model.num_classes=12")
     assert result.returncode == 2
-    assert result.stderr == (
+    warning, error = result.stderr.splitlines(keepends=True)
+    assert "model.num_classes=12 but digits has 10 classes" in warning
+    assert error == (
         f"train.py: checkpoint {tmp_path / 'checkpoints' / '1'} has params/Dense_0/bias of shape "
         "(10,), this config (12,): its workdir holds a run of another configuration (changed: "
         "model.num_classes: 10 -> 12); undo the change to resume that run, or use another "
@@ -452,3 +449,20 @@ def test_a_failing_save_is_one_line_and_keeps_the_last_complete_checkpoints(tmp_
         f"{os.strerror(code)}; the last complete checkpoint is step 6"
     )
     assert sorted(p for p in os.listdir(tmp_path / "checkpoints") if p.isdigit()) == ["3", "6"]
+
+
+def test_images_too_small_for_the_network_are_one_line_before_anything_runs(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"--workdir={tmp_path / 'run'}", "--model=vgg11"]
+        + ["--set=data.image_size=16"],
+        env=environment(1),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and result.stderr == (
+        "train.py: data.image_size=16: vgg11 needs images of at least 32 px; set "
+        "data.image_size=32 or more, or leave it unset\n"
+    )
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,122 @@
+"""export.py: a trained run or published weights as a `jax.export` artifact that a process with
+only jax runs, at any batch size, computing what `network_fn.apply` computes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import nets_factory
+from inference import sources
+from training import config, loop
+
+ROOT = Path(__file__).resolve().parents[1]
+KERAS_MOBILENET = ROOT / "tests" / "fixtures" / "parity" / "keras_mobilenet" / "model.h5"
+# Runs the artifact where nothing of this project can be imported: only jax and numpy.
+SERVE = """
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"nets", "nets_factory", "pretrained", "training", "inference"}:
+            raise ImportError(f"the artifact needed {name}")
+sys.meta_path.insert(0, Refuse())
+import jax, numpy as np
+exported = jax.export.deserialize(open(sys.argv[1], "rb").read())
+images = np.load(sys.argv[2])
+out = {}
+for n in (1, len(images)):
+    result = exported.call(images[:n])
+    for name, value in zip(("logits", "probabilities"), jax.tree.leaves(result)):
+        out[f"{name}{n}"] = np.asarray(value)
+np.savez(sys.argv[3], **out)
+"""
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+
+
+def serve(tmp_path, artifact, images):
+    """The artifact's outputs at batch 1 and len(images), from a bare-jax process."""
+    np.save(tmp_path / "images.npy", images)
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE)
+    # -I: no PYTHONPATH, no current folder on the path; the finder refuses the rest.
+    paths = (artifact, tmp_path / "images.npy", tmp_path / "out.npz")
+    result = run("-I", script, *paths, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return np.load(tmp_path / "out.npz")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A tiny digits run, trained in this process."""
+    folder = tmp_path_factory.mktemp("run")
+    overrides = ["model.kwargs={stage_sizes: [1, 1], num_filters: 4}", "train.steps=3"]
+    loop.train(config.load(ROOT / "configs" / "default.yaml", overrides), folder)
+    return folder
+
+
+def test_a_runs_export_computes_its_logits_at_any_batch_size(tmp_path, workdir):
+    artifact = tmp_path / "digits.jaxexport"
+    result = run("export.py", f"--workdir={workdir}", f"--out={artifact}", "--probabilities")
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {artifact}" in result.stdout
+    info = json.loads(Path(f"{artifact}.json").read_text())
+    assert info["input"]["shape"] == ["batch", 8, 8, 1] and info["input"]["dtype"] == "uint8"
+    assert info["outputs"] == ["logits", "probabilities"] and info["classes"] == 10
+
+    images = np.random.default_rng(0).integers(0, 256, (3, 8, 8, 1), dtype=np.uint8)
+    out = serve(tmp_path, artifact, images)
+    network = sources.from_workdir(workdir)
+    x = (images / 255.0 - np.asarray(network.inputs.mean)) / np.asarray(network.inputs.std)
+    expected, _ = jax.jit(network.network_fn.apply)(network.variables, x.astype(np.float32))
+    scale = np.abs(expected).max()
+    assert np.abs(out["logits3"] - expected).max() <= 1e-5 * scale
+    assert np.abs(out["logits1"] - expected[:1]).max() <= 1e-5 * scale
+    np.testing.assert_allclose(out["probabilities3"], jax.nn.softmax(expected), atol=1e-6)
+
+
+def test_published_weights_export_with_their_preprocessing(tmp_path):
+    pytest.importorskip("h5py")
+    artifact = tmp_path / "mobilenet.jaxexport"
+    result = run(
+        "export.py",
+        "--model=mobilenet_v1_025",
+        f"--weights={KERAS_MOBILENET}",
+        f"--out={artifact}",
+        "--input_dtype=float32",
+    )
+    assert result.returncode == 0, result.stderr
+    images = np.random.default_rng(1).uniform(size=(2, 224, 224, 3)).astype(np.float32)
+    out = serve(tmp_path, artifact, images)
+    network_fn, variables = nets_factory.load_pretrained("mobilenet_v1_025", KERAS_MOBILENET)
+    expected, _ = jax.jit(network_fn.apply)(variables, (images - 0.5) / 0.5)  # Keras's [-1, 1]
+    assert np.abs(out["logits2"] - expected).max() <= 1e-5 * np.abs(expected).max()
+    assert "probabilities2" not in out
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--out=x"], "give --workdir (a training run) or --weights with --model, not both"),
+        (["--weights=w.safetensors", "--out=x"], "--weights needs --model"),
+        (["--workdir=/no/such/run", "--out=x"], "--workdir /no/such/run: no config.yaml there"),
+    ],
+)
+def test_bad_input_is_one_line(flags, message):
+    result = run("export.py", *flags)
+    assert result.returncode == 2 and result.stderr.startswith(f"export.py: {message}")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_a_missing_step_names_it(tmp_path, workdir):
+    result = run("export.py", f"--workdir={workdir}", "--step=99", f"--out={tmp_path / 'x'}")
+    assert result.returncode == 2
+    assert result.stderr == f"export.py: --step 99: {workdir} has no checkpoint 99\n"

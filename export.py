@@ -16,7 +16,9 @@ Errors are one line on stderr.
 
 import sys
 
-from absl import app, flags, logging
+from absl import app, flags
+
+from training import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (default: newest).")
@@ -31,10 +33,7 @@ flags.mark_flag_as_required("out")
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # orbax logs each restore at info level
+    cli.start(argv)
     from inference import export, sources
     from training.errors import UserError
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from training import config
+from training import cli, config
 from training.errors import UserError
 from training.preemption import Interrupted
 
@@ -38,10 +38,8 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this proc
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    cli.start(argv)
     if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # orbax logs every save at info level
         # A failed write comes back to the loop, which says it in one line; orbax's threads
         # would log it first, with their tracebacks.
         logging.get_absl_logger().addFilter(lambda record: "/orbax/" not in record.pathname)

@@ -39,10 +39,7 @@ def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True)
     the checkpoint at `step` (default: the newest) holds its variables (the EMA's when the run
     kept one and `ema` is set, as the run's own evaluation used)."""
     workdir = Path(workdir).expanduser()
-    resolved = workdir / "config.yaml"
-    if not resolved.is_file():
-        raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
-    cfg = config.load(resolved)
+    cfg = run_config(workdir)
     where = workdir if step is None else workdir / "checkpoints" / str(step)
     if step is not None and not where.is_dir():
         raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
@@ -50,9 +47,17 @@ def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True)
     model, data = cfg.model, cfg.data
     network_fn = loop.network_fns(model, model.num_classes).eval
     if data.image_size is None or data.mean is None or data.std is None:
-        raise UserError(f"{resolved}: data.image_size, data.mean and data.std must be resolved")
+        raise UserError(f"{workdir}/config.yaml: data.image_size, mean and std must be resolved")
     inputs = Inputs(data.image_size, len(data.mean), tuple(data.mean), tuple(data.std))
     return Network(network_fn, variables, inputs, f"{where} ({model.name})")
+
+
+def run_config(workdir: Path) -> config.Config:
+    """The config a training run resolved and wrote to `workdir/config.yaml`."""
+    resolved = workdir / "config.yaml"
+    if not resolved.is_file():
+        raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
+    return config.load(resolved)
 
 
 def from_weights(model: str, weights: str | Path) -> Network:

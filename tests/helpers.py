@@ -1,6 +1,7 @@
 """Shared test helpers."""
 
 import math
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -23,3 +24,15 @@ def numpy_variables(abstract_variables, seed: int = 0):
         return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, np.float32)
 
     return jax.tree_util.tree_map_with_path(value, abstract_variables)
+
+
+# A digits run small enough to train in a test: ResNet-20 with one block per stage, 4 filters.
+TINY_RUN = ["model.kwargs={stage_sizes: [1, 1], num_filters: 4}", "train.steps=3"]
+
+
+def train_tiny_run(workdir, *overrides: str):
+    """Trains `TINY_RUN` (then `overrides`) into `workdir`, in this process; its `Summary`."""
+    from training import config, loop
+
+    default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+    return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)

@@ -12,7 +12,7 @@ import pytest
 
 import nets_factory
 from inference import sources
-from training import config, loop
+from tests.helpers import train_tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
 KERAS_MOBILENET = ROOT / "tests" / "fixtures" / "parity" / "keras_mobilenet" / "model.h5"
@@ -56,10 +56,8 @@ def serve(tmp_path, artifact, images):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A tiny digits run, trained in this process."""
     folder = tmp_path_factory.mktemp("run")
-    overrides = ["model.kwargs={stage_sizes: [1, 1], num_filters: 4}", "train.steps=3"]
-    loop.train(config.load(ROOT / "configs" / "default.yaml", overrides), folder)
+    train_tiny_run(folder)
     return folder
 
 

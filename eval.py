@@ -1,14 +1,18 @@
-"""Evaluates a training run's checkpoints on its config's eval split, from another process.
+"""Evaluates a training run's checkpoints, or published weights, on a config's eval split.
 
-    python eval.py --workdir=runs/r50                 # the newest checkpoint
+    python eval.py --workdir=runs/r50                 # the run's newest checkpoint
     python eval.py --workdir=runs/r50 --step=900 --no-ema
     python eval.py --workdir=runs/r50 --watch         # each new checkpoint, until the last step
+    python eval.py --model=resnet50 --weights=~/weights/resnet50.a1_in1k \\
+        --config=configs/imagenet_resnet50.yaml       # with the weights' own preprocessing
 
-Each evaluation prints one line and appends a record to `<workdir>/eval.jsonl`: loss, top-1,
-top-5, images, seconds. Every device JAX sees is used, as in training. Errors are one line.
+A run's evaluation prints one line and appends a record to `<workdir>/eval.jsonl`: loss,
+top-1, top-5, images, seconds. Every device JAX sees is used, as in training. Errors are one
+line on stderr.
 """
 
 import sys
+from pathlib import Path
 
 from absl import app, flags
 
@@ -19,32 +23,47 @@ _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
 _POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
-flags.mark_flag_as_required("workdir")
+_MODEL = flags.DEFINE_string("model", None, "With --weights: the network, e.g. resnet50.")
+_WEIGHTS = flags.DEFINE_string("weights", None, "A published weight file or Hub folder.")
+_CONFIG = flags.DEFINE_string("config", None, "With --weights: the YAML config whose data to use.")
+_SET = flags.DEFINE_multi_string("set", [], "With --config: key.path=value overrides.")
 
 
 def main(argv):
     cli.start(argv)
     from inference import evaluate
+    from training import config
     from training.errors import UserError
 
     try:
-        evaluator = evaluate.build(_WORKDIR.value)
-        if _WATCH.value:
-            records = evaluate.watch(evaluator, _EMA.value, _POLL.value)
+        if bool(_WORKDIR.value) == bool(_WEIGHTS.value):
+            raise UserError("give --workdir (a training run) or --weights with --model, not both")
+        if _WEIGHTS.value:
+            if not (_MODEL.value and _CONFIG.value):
+                raise UserError("--weights needs --model and --config (the data to evaluate on)")
+            cfg = config.load(Path(_CONFIG.value), _SET.value)
+            records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]
+            append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
-            steps = evaluator.checkpoint_steps()
-            if _STEP.value is None and not steps:
-                raise UserError(f"--workdir {_WORKDIR.value}: no checkpoint there yet")
-            step = steps[-1] if _STEP.value is None else _STEP.value
-            records = [evaluator.evaluate(step, _EMA.value)]
+            evaluator = evaluate.build(_WORKDIR.value)
+            append = evaluator.append
+            if _WATCH.value:
+                records = evaluate.watch(evaluator, _EMA.value, _POLL.value)
+            else:
+                steps = evaluator.checkpoint_steps()
+                if _STEP.value is None and not steps:
+                    raise UserError(f"--workdir {_WORKDIR.value}: no checkpoint there yet")
+                step = steps[-1] if _STEP.value is None else _STEP.value
+                records = [evaluator.evaluate(step, _EMA.value)]
         for record in records:
-            evaluator.append(record)
+            append(record)
+            what = f"step {record['step']}" if "step" in record else record["weights"]
             print(
-                f"step {record['step']}: eval loss {record['eval/loss']:.4f}, "
+                f"{what}: eval loss {record['eval/loss']:.4f}, "
                 f"top-1 {100 * record['eval/top1']:.2f}%, top-5 {100 * record['eval/top5']:.2f}% "
                 f"on {record['eval/images']} images in {record['eval/seconds']:.1f} s"
             )
-    except UserError as e:
+    except (UserError, ValueError) as e:
         print(f"eval.py: {e}", file=sys.stderr)
         sys.exit(2)
 

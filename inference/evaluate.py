@@ -19,7 +19,9 @@ from typing import Any, NamedTuple
 import jax
 
 from inference import sources
+from pretrained import predict
 from training import checkpoint, config, data, loop, sharding, steps
+from training import sources as training_sources
 from training.config import FinetuneConfig
 from training.errors import UserError
 
@@ -58,9 +60,7 @@ class Evaluator:
         if not (folder / "state").is_dir():
             raise UserError(f"--step {step}: {self.workdir} has no checkpoint {step}")
         variables = checkpoint.load_variables(folder, use_ema=ema)
-        weights = Weights(variables["params"], variables["batch_stats"])
-        weights = jax.device_put(weights, sharding.replicated(self.mesh))
-        metrics = loop.evaluate(self.eval_step, weights, self.batches(), self.mesh)
+        metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh)
         return {
             "step": step,
             **metrics,
@@ -119,3 +119,47 @@ def watch(
             if newer[-1] in evaluator.checkpoint_steps():
                 raise
         done = newer[-1]
+
+
+def _evaluate(eval_step: Callable, variables: dict, batches: Iterator[dict], mesh) -> dict:
+    """`loop.evaluate` of `variables` (`params`, `batch_stats`), replicated on `mesh`."""
+    weights = Weights(variables["params"], variables.get("batch_stats", {}))
+    weights = jax.device_put(weights, sharding.replicated(mesh))
+    return loop.evaluate(eval_step, weights, batches, mesh)
+
+
+def evaluate_weights(model: str, weights: str | Path, cfg: config.Config) -> dict[str, Any]:
+    """Published weights on the eval split of `cfg.data`, with the weights' own preprocessing
+    (their resize, centre crop, interpolation, mean and std, as `classify.py` uses). The
+    dataset's labels must be the weights' classes in the same order (an image folder of
+    ImageNet's validation set, one folder per WordNet id, sorted, is timm's order)."""
+    started = time.perf_counter()
+    network = sources.from_weights(model, weights)
+    d = cfg.data
+    dataset = training_sources.load(d)
+    classes = network.network_fn.module.num_classes
+    if classes != dataset.num_classes:
+        raise UserError(
+            f"--weights {weights}: {classes} classes, but {d.name}'s eval split has "
+            f"{dataset.num_classes}; give data whose labels are the weights' classes"
+        )
+    inputs, mesh = network.inputs, sharding.make_mesh()
+    prepare = functools.partial(
+        steps.preprocess, image_size=inputs.image_size, mean=inputs.mean, std=inputs.std
+    )
+    eval_step = jax.jit(
+        steps.make_eval_step(network.network_fn, prepare, use_ema=False),
+        out_shardings=sharding.replicated(mesh),
+    )
+    batch = d.eval_batch_size or d.batch_size
+    local_batch = sharding.local_batch_size(batch, "data.eval_batch_size")
+    crop = functools.partial(predict.crop, info=network.network_fn.pretrained)
+    where = (jax.process_index(), jax.process_count())
+    batches = data.eval_batches(dataset, d, inputs.image_size, local_batch, *where, crop=crop)
+    metrics = _evaluate(eval_step, network.variables, batches, mesh)
+    return {
+        "weights": str(weights),
+        **metrics,
+        "eval/images": len(dataset.eval),
+        "eval/seconds": round(time.perf_counter() - started, 3),
+    }

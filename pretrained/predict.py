@@ -24,14 +24,19 @@ _FILTERS = {
 }
 
 
-def preprocess(image: Image.Image, info: Pretrained) -> np.ndarray:
-    """An RGB image -> float32 `[image_size, image_size, 3]`, as the weights were evaluated."""
+def crop(image: Image.Image, info: Pretrained) -> Image.Image:
+    """The weights' evaluation crop of an image: the `image_size` RGB square."""
     size = info.image_size
     scale = math.floor(size / info.crop_fraction) / min(image.size)
     resized = (max(size, round(image.width * scale)), max(size, round(image.height * scale)))
     image = image.convert("RGB").resize(resized, _FILTERS.get(info.interpolation, Image.BILINEAR))
     left, top = (image.width - size) // 2, (image.height - size) // 2
-    pixels = np.asarray(image.crop((left, top, left + size, top + size)), np.float32) / 255.0
+    return image.crop((left, top, left + size, top + size))
+
+
+def preprocess(image: Image.Image, info: Pretrained) -> np.ndarray:
+    """An RGB image -> float32 `[image_size, image_size, 3]`, as the weights were evaluated."""
+    pixels = np.asarray(crop(image, info), np.float32) / 255.0
     return (pixels - np.asarray(info.mean, np.float32)) / np.asarray(info.std, np.float32)
 
 

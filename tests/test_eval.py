@@ -77,10 +77,54 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
             "--workdir /no/such/run: no config.yaml there (not a training run's folder)",
         ),
         (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # kept: steps 1..3
+        (
+            ["--weights=w.safetensors", "--model=resnet50"],
+            "--weights needs --model and --config (the data to evaluate on)",
+        ),
     ],
 )
 def test_bad_input_is_one_line(workdir, flags, message):
-    given = [f"--workdir={workdir}"] if not flags[0].startswith("--workdir") else []
+    given = [f"--workdir={workdir}"] if flags[0].startswith("--step") else []
     result = run(*given, *flags)
     assert result.returncode == 2
     assert result.stderr == f"eval.py: {message.format(workdir=workdir)}\n"
+
+
+def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):
+    pytest.importorskip("h5py")
+    import jax
+    import numpy as np
+    import optax
+    from PIL import Image
+
+    import nets_factory
+    from pretrained import predict
+
+    # Ten classes (the fixture's), images of other sizes than the weights' 224 px.
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 1), ("val", 2)):
+        for label in range(10):
+            (tmp_path / split / f"c{label}").mkdir(parents=True)
+            for i in range(count):
+                pixels = rng.integers(0, 256, (240 + 7 * i, 300, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(tmp_path / split / f"c{label}" / f"{i}.png")
+    weights = ROOT / "tests" / "fixtures" / "parity" / "keras_mobilenet" / "model.h5"
+    result = run(
+        "--model=mobilenet_v1_025",
+        f"--weights={weights}",
+        "--config=configs/default.yaml",
+        "--set=data.name=imagefolder",
+        f"--set=data.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{weights}: eval loss ") and "on 20 images" in result.stdout
+
+    network_fn, variables = nets_factory.load_pretrained("mobilenet_v1_025", weights)
+    paths = sorted((tmp_path / "val").glob("*/*.png"))
+    images = predict.read_images(paths, network_fn.pretrained)
+    labels = np.array([int(p.parent.name[1:]) for p in paths])
+    logits, _ = jax.jit(network_fn.apply)(variables, images)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    top1 = np.mean(np.argmax(logits, -1) == labels)
+    assert f"eval loss {float(loss):.4f}, top-1 {100 * top1:.2f}%" in result.stdout
+    assert not (tmp_path / "eval.jsonl").exists()

@@ -10,9 +10,10 @@ the train and eval steps scale, resize and normalise them on the device (`traini
 """
 
 import dataclasses
+import functools
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grain
@@ -146,21 +147,23 @@ def fill_skipped(records: Sequence[dict[str, Any] | None]) -> dict[str, np.ndarr
 @dataclasses.dataclass(frozen=True)
 class EvalTransform:
     """Decodes, resizes and centre-crops variable-size images; in-memory ones pass unchanged.
-    `valid` is 0 for a file skipped as unreadable (`data.skip_unreadable`): eval leaves it out."""
+    `valid` is 0 for a file skipped as unreadable (`data.skip_unreadable`): eval leaves it out.
+    `crop` replaces the centre crop (published weights' own resize and crop)."""
 
     image_size: int
     fixed_size: bool
     channels: int
     skip_unreadable: bool = False
+    crop: Callable[[Image.Image], Image.Image] | None = None
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
         image, valid = record["image"], np.float32(1)
         if not self.fixed_size:
             try:
-                image = _as_array(
-                    center_crop(open_image(image), self.image_size, EVAL_CROP_FRACTION),
-                    self.channels,
+                crop = self.crop or functools.partial(
+                    center_crop, size=self.image_size, fraction=EVAL_CROP_FRACTION
                 )
+                image = _as_array(crop(open_image(image)), self.channels)
             except DataError as e:
                 if not self.skip_unreadable:
                     raise
@@ -220,14 +223,16 @@ def eval_batches(
     local_batch: int,
     process_index: int = 0,
     process_count: int = 1,
+    crop: Callable[[Image.Image], Image.Image] | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """One pass over this process's shard of the eval split, in full batches with a `mask`.
 
     The last batch is padded (mask 0), and every process yields the same number of batches, so
     the jitted eval step sees one shape and no process waits for another that has finished.
+    `crop` replaces the centre crop of image files (`EvalTransform`).
     """
     transform = EvalTransform(
-        image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable
+        image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable, crop
     )
     ds = grain.MapDataset.source(dataset.eval)[process_index::process_count].map(transform)
     num_batches = math.ceil(math.ceil(len(dataset.eval) / process_count) / local_batch)

@@ -44,7 +44,9 @@ def drop_path(module: nn.Module, x: jax.Array, rate: float, train: bool) -> jax.
     if not train or rate == 0.0:
         return x
     keep = 1.0 - rate
-    mask = jax.random.bernoulli(module.make_rng("dropout"), keep, (x.shape[0],) + (1,) * (x.ndim - 1))
+    mask = jax.random.bernoulli(
+        module.make_rng("dropout"), keep, (x.shape[0],) + (1,) * (x.ndim - 1)
+    )
     return jnp.where(mask, x / keep, jnp.zeros_like(x))
 
 

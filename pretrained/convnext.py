@@ -20,7 +20,7 @@ import dataclasses
 import math
 import re
 
-from pretrained.convert import TORCH, Architecture, Framework, Layout
+from pretrained.convert import TORCH, Architecture, Layout
 
 _BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}

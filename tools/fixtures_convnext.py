@@ -6,10 +6,10 @@ installed here, so its case is `TorchvisionConvNeXt` below: torchvision's
 `Conv2dNormActivation` as `ops/misc.py` builds it for the stem) rebuilt with plain torch.nn, the
 same `nn.Sequential` nesting (so the same state-dict keys) and the same forward pass.
 
-Beyond tools/parity.py's perturbation, every layer scale is drawn from U(0.5, 1.5): at their
-initial 1e-6 the residual branches would vanish from the logits, and a wrong mapping of the
-blocks would go unseen. Image sizes that are not multiples of 32 (the 4x4/4 stem and the 2x2/2
-downsamplings are 'VALID': they drop the remainder, as PyTorch does) are among the cases.
+tools/parity.py's perturbation draws the layer scales and LayerNorm scales from U(0.5, 1.5)
+(at their initial 1e-6 the residual branches would vanish from the logits). Image sizes that are
+not multiples of 32 (the 4x4/4 stem and the 2x2/2 downsamplings are 'VALID': they drop the
+remainder, as PyTorch does) are among the cases.
 """
 
 from functools import partial
@@ -84,26 +84,11 @@ class TorchvisionConvNeXt(nn.Module):
         return self.classifier(self.avgpool(self.features(x)))
 
 
-def with_layer_scales(model: nn.Module, seed: int) -> nn.Module:
-    """`model` with every layer scale ~U(0.5, 1.5) (timm's `gamma`, torchvision's
-    `layer_scale`) and LayerNorm scales ~U(0.5, 1.5), which tools/parity.py leaves as they are."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, tensor in model.named_parameters():
-            if name.endswith(("gamma", "layer_scale")):
-                tensor.uniform_(0.5, 1.5, generator=generator)
-        for module in model.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.uniform_(0.5, 1.5, generator=generator)
-    return model
-
-
 SMALL = {"depths": (1, 1, 2, 1), "widths": (16, 32, 48, 64)}
 
 
 def small_timm(**kw) -> nn.Module:
-    model = ConvNeXt(depths=SMALL["depths"], dims=SMALL["widths"], num_classes=10, **kw)
-    return with_layer_scales(model, 1)
+    return ConvNeXt(depths=SMALL["depths"], dims=SMALL["widths"], num_classes=10, **kw)
 
 
 # name -> (architecture in config.json, the small network, image size); the tests hold the
@@ -113,7 +98,7 @@ CASES = {
     "convnext_odd": ("convnext_base", small_timm, 83),  # 83 -> 20 -> 10 -> 5 -> 2
     "tv_convnext": (
         "convnext_tiny",
-        lambda: with_layer_scales(TorchvisionConvNeXt(**SMALL, num_classes=10), 2),
+        lambda: TorchvisionConvNeXt(**SMALL, num_classes=10),
         64,
     ),
 }

@@ -13,8 +13,9 @@ Where this differs from timm's `ConvNeXt`:
 - Only the original ConvNeXt block: timm's ConvNeXt-V2 options (GRN), `head_norm_first`,
   `conv_mlp`, `use_conv_mlp`, dilation ('output_stride') and the `atto`..`xxlarge` sizes are not
   here (the fields cover the four paper sizes and their small test configurations).
-- Initialisation: truncated normal (std 0.02) for every kernel as timm, but flax's truncated
-  normal, whose standard deviation is 0.02 (timm's cuts at +-2 absolute, i.e. does not truncate).
+- Initialisation: every kernel from a normal of standard deviation 0.02 as timm's, biases zero,
+  LayerNorm ones and zeros; timm cuts its normal at +-2 (absolute: in effect never), flax's
+  `truncated_normal(0.02)` at two standard deviations, rescaled to keep the 0.02.
 - Weight decay (`NetworkFn.regularization_loss`) covers the convolution and dense kernels only:
   not the LayerNorm scales and offsets, the layer scales `gamma` or the biases (timm's
   `param_groups_weight_decay` leaves out the same one-dimensional parameters).

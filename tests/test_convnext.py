@@ -31,10 +31,10 @@ PUBLISHED_COUNTS = {
     "convnext_large": 197_767_336,
 }
 
-# GMACs at 224 px. The paper's Table 1 and timm's model cards (one decimal: 4.5G for T) count
-# convolutions and dense layers, as `python -m nets_factory` does. timm's benchmark tables
-# (results/*.csv, two decimals) come from fvcore, which also counts 5 operations per LayerNorm
-# element (normalise, scale, shift): that adds 0.015 GMACs to convnext_tiny.
+# GMACs at 224 px. The paper's, torchvision's (`_ops`) and timm's model cards' (one decimal: 4.5G
+# for T) count convolutions and dense layers, as `python -m nets_factory` does. timm's benchmark
+# tables (results/*.csv, two decimals) come from fvcore, which also counts 5 operations per
+# LayerNorm element (normalise, scale, shift): that adds 0.015 GMACs to convnext_tiny.
 PAPER_GMACS = {
     "convnext_tiny": 4.5,
     "convnext_small": 8.7,

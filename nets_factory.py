@@ -27,6 +27,7 @@ import pretrained
 from nets import (
     alexnet,
     cifarnet,
+    convnext,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -116,6 +117,11 @@ networks_map: dict[str, functools.partial] = {
     "nasnet_large": nasnet.nasnet_large,
     "pnasnet_mobile": pnasnet.pnasnet_mobile,
     "pnasnet_large": pnasnet.pnasnet_large,
+    # ConvNeXt (Liu et al. 2022), timm's and torchvision's names.
+    "convnext_tiny": convnext.convnext_tiny,
+    "convnext_small": convnext.convnext_small,
+    "convnext_base": convnext.convnext_base,
+    "convnext_large": convnext.convnext_large,
 }
 
 

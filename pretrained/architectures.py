@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrained import (
+    convnext,
     inception,
     inception_v4,
     keras_inception,
@@ -48,6 +49,7 @@ class Pretrained:
 # One table per family (`pretrained/<family>.py`), merged.
 ARCHITECTURES: dict[str, Architecture] = {
     **resnet.ARCHITECTURES,
+    **convnext.ARCHITECTURES,
     **resnet_v2.ARCHITECTURES,
     **vgg.ARCHITECTURES,
     **inception.ARCHITECTURES,

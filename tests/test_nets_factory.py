@@ -275,6 +275,7 @@ MIN_SIZES = {
     "resnet50": 1,
     "mobilenet_v2": 1,
     "inception_v1": 1,
+    "convnext_tiny": 32,  # the 4x4/4 stem and three 2x2/2 downsamplings, 'VALID'
 }
 # With an auxiliary head, which `init` always builds and training runs.
 MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}

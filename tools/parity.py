@@ -36,7 +36,11 @@ ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size: int = 56) -> None:
     """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training on
     `calibration_size` pixel images; finally every value rounded to float16, in which the fixture
-    stores them (half the bytes; the logits are computed from the rounded values, in float32)."""
+    stores them (half the bytes; the logits are computed from the rounded values, in float32).
+
+    Layer scales (timm's `gamma`, torchvision's `layer_scale`) are drawn ~U(0.5, 1.5) too: at
+    their initial 1e-6 the residual branches would vanish from the logits, and a wrong mapping of
+    the blocks would go unseen. (Networks without LayerNorm or layer scales draw as before.)"""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -44,7 +48,12 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
                 module.bias.normal_(0.0, 0.1, generator=generator)
                 module.momentum = None  # cumulative averages over the calibration passes
             elif getattr(module, "bias", None) is not None:
+                if isinstance(module, torch.nn.LayerNorm) and module.weight is not None:
+                    module.weight.uniform_(0.5, 1.5, generator=generator)
                 module.bias.normal_(0.0, 0.1, generator=generator)
+        for name, tensor in model.named_parameters():
+            if name.rpartition(".")[2] in ("gamma", "layer_scale"):
+                tensor.uniform_(0.5, 1.5, generator=generator)
         model.train()
         for _ in range(4):
             model(torch.randn(8, 3, calibration_size, calibration_size, generator=generator))

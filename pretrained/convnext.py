@@ -1,0 +1,116 @@
+"""timm's and torchvision's ConvNeXt state dicts, as our `nets.convnext`.
+
+timm (`convnext_tiny.fb_in1k`, ...): `stem.0` (4x4/4 conv) / `stem.1` (LayerNorm2d),
+`stages.{i}.downsample.0` (LayerNorm2d) / `.1` (2x2/2 conv) for stages 1-3,
+`stages.{i}.blocks.{j}.conv_dw` / `norm` / `mlp.fc1` / `mlp.fc2` and the layer scale `gamma`
+`[c]`, then `head.norm` and `head.fc`.
+
+torchvision (`convnext_tiny-983f1562.pth`, ...) numbers one `features` sequence: `features.0.0` /
+`.1` the stem, `features.{2i + 1}.{j}` stage `i`'s blocks (`block.0` depthwise conv, `block.2`
+LayerNorm, `block.3` / `block.5` the MLP, `layer_scale` `[c, 1, 1]`), `features.{2i}.0` / `.1`
+stage `i`'s downsampling; `classifier.0` the LayerNorm, `classifier.2` the Linear.
+
+Ours: `stem_conv`, `stem_norm`, `stages_{i}/downsample_norm` / `downsample_conv`,
+`stages_{i}/blocks_{j}/conv_dw` / `norm` / `fc1` / `fc2` and `gamma`, `head_norm`, `head`. The
+function is the same for both sources (no padding or epsilon convention differs: every strided
+convolution is 'VALID', the depthwise one pads 3 on each side, every LayerNorm has epsilon 1e-6).
+"""
+
+import dataclasses
+import math
+import re
+
+from pretrained.convert import TORCH, Architecture, Layout
+
+_BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
+_TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
+_STEM = {"stem_conv": "stem.0", "stem_norm": "stem.1", "head_norm": "head.norm", "head": "head.fc"}
+_TV_STEM = {
+    "stem_conv": "features.0.0",
+    "stem_norm": "features.0.1",
+    "head_norm": "classifier.0",
+    "head": "classifier.2",
+}
+_DOWNSAMPLE = {"downsample_norm": "0", "downsample_conv": "1"}
+
+
+def _layer_scale_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
+    """PyTorch's layouts, and torchvision's layer scale `[c, 1, 1]` viewed as our `[c]`."""
+    if leaf == "gamma" and got != shape and math.prod(got) == math.prod(shape):
+        return shape, None
+    return TORCH.layout(leaf, got, shape)
+
+
+# PyTorch's names, and the layer scale: timm's `gamma`, torchvision's `layer_scale`.
+FRAMEWORK = dataclasses.replace(
+    TORCH,
+    leaves={**TORCH.leaves, "gamma": ("gamma", "layer_scale")},
+    layout=_layer_scale_layout,
+)
+
+
+def timm_layout(path: tuple[str, ...]) -> str:
+    """Our module path -> timm's prefix."""
+    if len(path) == 1:
+        return _STEM[path[0]]
+    stage = _index(path[0], "stages")
+    if path[1] in _DOWNSAMPLE:
+        return f"stages.{stage}.downsample.{_DOWNSAMPLE[path[1]]}"
+    block = f"stages.{stage}.blocks.{_index(path[1], 'blocks')}"
+    return block if len(path) == 2 else f"{block}.{_BLOCK[path[2]]}"
+
+
+def torchvision_layout(path: tuple[str, ...]) -> str:
+    """Our module path -> torchvision's prefix."""
+    if len(path) == 1:
+        return _TV_STEM[path[0]]
+    stage = _index(path[0], "stages")
+    if path[1] in _DOWNSAMPLE:
+        return f"features.{2 * stage}.{_DOWNSAMPLE[path[1]]}"
+    block = f"features.{2 * stage + 1}.{_index(path[1], 'blocks')}"
+    return block if len(path) == 2 else f"{block}.{_TV_BLOCK[path[2]]}"
+
+
+def _index(name: str, kind: str) -> int:
+    match = re.fullmatch(rf"{kind}_(\d+)", name)
+    if match is None:
+        raise ValueError(f"not a ConvNeXt module path: {name!r} (expected {kind}_N)")
+    return int(match.group(1))
+
+
+def _layout(layout: Layout):
+    return lambda module: layout
+
+
+def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Architecture:
+    # The preprocessing of files without a config.json: timm's `fb_in1k` pretrained_cfg
+    # (bicubic, crop 0.95 for tiny/small, 0.875 for base/large); torchvision's weights resize to
+    # `torchvision_resize` and crop 224, bilinear.
+    torchvision = Architecture(
+        network,
+        {},
+        _layout(torchvision_layout),
+        head=("head",),
+        source_head="classifier.2",
+        framework=FRAMEWORK,
+        preprocessing={"crop_fraction": 224 / torchvision_resize, "interpolation": "bilinear"},
+    )
+    return Architecture(
+        network,
+        {},
+        _layout(timm_layout),
+        head=("head",),
+        source_head="head.fc",
+        alternatives=(torchvision,),
+        framework=FRAMEWORK,
+        preprocessing={"crop_fraction": timm_crop, "interpolation": "bicubic"},
+    )
+
+
+# timm's names, which are torchvision's and ours.
+ARCHITECTURES = {
+    "convnext_tiny": _architecture("convnext_tiny", 0.95, 236),
+    "convnext_small": _architecture("convnext_small", 0.95, 230),
+    "convnext_base": _architecture("convnext_base", 0.875, 232),
+    "convnext_large": _architecture("convnext_large", 0.875, 232),
+}

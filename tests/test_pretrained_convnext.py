@@ -1,0 +1,75 @@
+"""load_pretrained for timm's and torchvision's ConvNeXt: parity on fixtures timm (and
+torchvision's modules, rebuilt) produced (tools/fixtures_convnext.py), with their layer scales."""
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import nets_factory
+from tests.test_pretrained import FIXTURES, expected, relative_error
+
+SMALL = {"depths": (1, 1, 2, 1), "widths": (16, 32, 48, 64)}
+# Each fixture: the name it loads under, and its image size (not a multiple of 32 for
+# convnext_odd: the 'VALID' stem and downsamplings drop the remainder, as PyTorch's do).
+PARITY = {
+    "convnext": ("convnext_tiny", 72),
+    "convnext_odd": ("convnext_base", 83),
+    "tv_convnext": ("convnext_tiny", 64),
+}
+
+
+def load(case, **kw):
+    name = PARITY[case][0]
+    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **SMALL, **kw)
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    network_fn, variables = load(case)
+    reference = expected(case)
+    assert reference["images"].shape[1] == PARITY[case][1]
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert end_points["stage4"].shape[1] == PARITY[case][1] // 32
+
+
+def test_layer_scales_are_the_files_in_both_layouts():
+    _, timm_variables = load("convnext")
+    timm = load_file(FIXTURES / "parity" / "convnext" / "model.safetensors")
+    block = timm_variables["params"]["stages_2"]["blocks_1"]
+    np.testing.assert_array_equal(block["gamma"], timm["stages.2.blocks.1.gamma"])
+    assert not np.allclose(block["gamma"], 1e-6)  # the fixture's are ~U(0.5, 1.5)
+
+    network_fn, tv_variables = load("tv_convnext")
+    tv = load_file(FIXTURES / "parity" / "tv_convnext" / "model.safetensors")
+    block = tv_variables["params"]["stages_2"]["blocks_1"]
+    np.testing.assert_array_equal(block["gamma"], tv["features.5.1.layer_scale"][:, 0, 0])
+    np.testing.assert_array_equal(
+        block["conv_dw"]["kernel"], tv["features.5.1.block.0.weight"].transpose(2, 3, 1, 0)
+    )
+    np.testing.assert_array_equal(block["fc1"]["kernel"], tv["features.5.1.block.3.weight"].T)
+    # torchvision's preprocessing, not timm's, for a file without a pretrained_cfg.
+    assert network_fn.pretrained.interpolation == "bilinear"
+    assert network_fn.pretrained.crop_fraction == pytest.approx(224 / 236)
+
+
+def test_features_mode_keeps_the_head_norm():
+    network_fn, variables = load("convnext", num_classes=0)
+    images = expected("convnext")["images"]
+    features, end_points = jax.jit(network_fn.apply)(variables, images)
+    assert features.shape == (2, 64) and "head" not in variables["params"]
+    full_fn, full = load("convnext")
+    _, full_points = jax.jit(full_fn.apply)(full, images)
+    np.testing.assert_allclose(features, full_points["pre_logits"], rtol=1e-6)
+    np.testing.assert_array_equal(
+        variables["params"]["head_norm"]["scale"], full["params"]["head_norm"]["scale"]
+    )
+
+
+def test_a_file_of_other_widths_is_refused_in_one_line():
+    with pytest.raises(
+        ValueError,
+        match=r"'head.fc.weight' has shape \(10, 64\); params/head/kernel needs \(768, 10\)",
+    ):
+        nets_factory.load_pretrained("convnext_tiny", FIXTURES / "parity" / "convnext")

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from pretrained import (
+    densenet,
     inception,
     inception_v4,
     keras_inception,
     mobilenet,
     mobilenet_v1,
     nasnet,
+    regnet,
     resnet,
     resnet_v2,
     vgg,
@@ -56,6 +58,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     **mobilenet.ARCHITECTURES,
     **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
+    **densenet.ARCHITECTURES,
+    **regnet.ARCHITECTURES,
 }
 
 

@@ -24,8 +24,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import TORCH, Conv, ModuleDef, avg_pool, batch_norm, classify, global_avg_pool
-from nets.layers import max_pool
+from nets.layers import (
+    TORCH,
+    Conv,
+    ModuleDef,
+    avg_pool,
+    batch_norm,
+    classify,
+    global_avg_pool,
+    max_pool,
+)
 from nets.layers.padding import smallest_input
 
 

@@ -78,7 +78,8 @@ def widths(
     f32 = np.float32
     continuous = np.arange(depth, dtype=f32) * f32(wa) + f32(w0)
     exponents = np.round(np.log(continuous / f32(w0)) / f32(np.log(wm)))
-    block_widths = (np.round(f32(w0) * np.power(f32(wm), exponents) / quantum) * quantum).astype(int)
+    quantized = np.round(f32(w0) * np.power(f32(wm), exponents) / quantum) * quantum
+    block_widths = quantized.astype(int)
     stage_widths, stage_depths = np.unique(block_widths, return_counts=True)
     stages = []
     for width, count in zip(stage_widths.tolist(), stage_depths.tolist(), strict=True):

@@ -14,6 +14,8 @@ torchvision's (`nets/regnet.py`): timm's `regnetx_004_tv`, `regnety_008_tv` and
 into our networks of those names.
 """
 
+import dataclasses
+
 from pretrained.convert import Architecture, Layout
 
 _TORCHVISION_BLOCK = {
@@ -52,16 +54,9 @@ def torchvision_layout(module) -> Layout:
 
 def _architecture(network: str, timm_first: bool) -> Architecture:
     timm = Architecture(network, {}, timm_layout, head=("head", "fc"), source_head="head.fc")
-    torchvision = Architecture(network, {}, torchvision_layout, head=("head", "fc"), source_head="fc")
+    torchvision = dataclasses.replace(timm, layout=torchvision_layout, source_head="fc")
     first, other = (timm, torchvision) if timm_first else (torchvision, timm)
-    return Architecture(
-        first.network,
-        first.convention,
-        first.layout,
-        first.head,
-        first.source_head,
-        alternatives=(other,),
-    )
+    return dataclasses.replace(first, alternatives=(other,))
 
 
 # timm's name -> ours (torchvision's).

@@ -20,7 +20,12 @@ PUBLISHED_COUNTS = {
     "densenet201": 20_013_928,
 }
 # torchvision's published GFLOPS (multiply-adds, as ours): 2.83, 7.73, 3.36, 4.29.
-PUBLISHED_GMACS = {"densenet121": 2.83, "densenet161": 7.73, "densenet169": 3.36, "densenet201": 4.29}
+PUBLISHED_GMACS = {
+    "densenet121": 2.83,
+    "densenet161": 7.73,
+    "densenet169": 3.36,
+    "densenet201": 4.29,
+}
 TINY = {"block_config": (1, 2), "growth_rate": 8}
 
 
@@ -57,9 +62,7 @@ def test_a_tiny_densenet_trains_and_its_gradient_reaches_every_parameter():
     variables = fn.init(jax.random.key(0), images)
 
     def loss(params):
-        (logits, _), _ = fn.apply(
-            {**variables, "params": params}, images, mutable=["batch_stats"]
-        )
+        (logits, _), _ = fn.apply({**variables, "params": params}, images, mutable=["batch_stats"])
         return jnp.mean(logits**2)
 
     grads = jax.jit(jax.grad(loss))(variables["params"])

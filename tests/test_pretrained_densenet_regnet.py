@@ -40,7 +40,6 @@ def test_logits_are_the_references(case):
     assert logits_error(network_fn, variables, case) <= 1e-4
 
 
-
 def test_features_mode_returns_the_pooled_features():
     network_fn, variables = load("regnet_y", num_classes=0)
     assert "head" not in variables["params"]

@@ -81,9 +81,10 @@ def test_a_tiny_regnet_y_trains_and_its_gradient_reaches_every_parameter():
     variables = jax.jit(fn.init)(jax.random.key(0), images)
     # Stages 8, 16, 32, 64 wide; the squeeze is a quarter of each block's input width.
     se = variables["params"]["s3"]["b2"]["se"]
-    assert se["fc1"]["kernel"].shape == (1, 1, 32, 8) and "downsample" not in variables[
-        "params"
-    ]["s3"]["b2"]
+    assert (
+        se["fc1"]["kernel"].shape == (1, 1, 32, 8)
+        and "downsample" not in variables["params"]["s3"]["b2"]
+    )
 
     # At initialisation the squeezed means are nearly equal across channels, so a squeeze unit
     # whose kernel sums below zero is dead for every image (s1/b1 has two): start them live.

@@ -52,9 +52,11 @@ CASES = {
     "regnet_y": ("regnety_016", lambda: small(0.25), 48),
 }
 # timm's full-size networks; torchvision's layout for a few of them.
-FULL_SIZE = "regnetx_004 regnetx_004_tv regnetx_008 regnetx_016 regnetx_032 regnetx_080".split()
-FULL_SIZE += "regnetx_160 regnety_004 regnety_008 regnety_008_tv regnety_016".split()
-FULL_SIZE += "regnety_032 regnety_080 regnety_080_tv regnety_160".split()
+FULL_SIZE = [
+    *("regnetx_004", "regnetx_004_tv", "regnetx_008", "regnetx_016", "regnetx_032"),
+    *("regnetx_080", "regnetx_160", "regnety_004", "regnety_008", "regnety_008_tv"),
+    *("regnety_016", "regnety_032", "regnety_080", "regnety_080_tv", "regnety_160"),
+]
 TORCHVISION = {
     "regnet_x_400mf": "regnetx_004_tv",
     "regnet_x_16gf": "regnetx_160",
@@ -69,7 +71,9 @@ if __name__ == "__main__":
     # The Y case under torchvision's keys: the same tensors and logits.
     source, target = ROOT / "parity" / "regnet_y", ROOT / "parity" / "tv_regnet_y"
     target.mkdir(exist_ok=True)
-    save_file(torchvision_keys(load_file(source / "model.safetensors")), target / "model.safetensors")
+    save_file(
+        torchvision_keys(load_file(source / "model.safetensors")), target / "model.safetensors"
+    )
     (target / "config.json").write_text('{"architecture": "regnet_y_1_6gf", "num_classes": 10}\n')
     (target / "expected.safetensors").write_bytes((source / "expected.safetensors").read_bytes())
     write_index("regnet", FULL_SIZE)

@@ -28,6 +28,7 @@ from nets import (
     alexnet,
     cifarnet,
     convnext,
+    densenet,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -39,6 +40,7 @@ from nets import (
     nasnet,
     overfeat,
     pnasnet,
+    regnet,
     resnet,
     vgg,
 )
@@ -122,6 +124,28 @@ networks_map: dict[str, functools.partial] = {
     "convnext_small": convnext.convnext_small,
     "convnext_base": convnext.convnext_base,
     "convnext_large": convnext.convnext_large,
+    # DenseNet-BC (Huang et al. 2017), torchvision's (and timm's) four.
+    "densenet121": densenet.densenet121,
+    "densenet161": densenet.densenet161,
+    "densenet169": densenet.densenet169,
+    "densenet201": densenet.densenet201,
+    # RegNet X/Y (Radosavovic et al. 2020) from the paper's parameters: torchvision's names, and
+    # timm's where its pycls weights' widths differ from torchvision's (nets/regnet.py).
+    "regnet_x_400mf": regnet.regnet_x_400mf,
+    "regnet_x_800mf": regnet.regnet_x_800mf,
+    "regnet_x_1_6gf": regnet.regnet_x_1_6gf,
+    "regnet_x_3_2gf": regnet.regnet_x_3_2gf,
+    "regnet_x_8gf": regnet.regnet_x_8gf,
+    "regnet_x_16gf": regnet.regnet_x_16gf,
+    "regnet_y_400mf": regnet.regnet_y_400mf,
+    "regnet_y_800mf": regnet.regnet_y_800mf,
+    "regnet_y_1_6gf": regnet.regnet_y_1_6gf,
+    "regnet_y_3_2gf": regnet.regnet_y_3_2gf,
+    "regnet_y_8gf": regnet.regnet_y_8gf,
+    "regnet_y_16gf": regnet.regnet_y_16gf,
+    "regnetx_004": regnet.regnetx_004,
+    "regnety_008": regnet.regnety_008,
+    "regnety_080": regnet.regnety_080,
 }
 
 

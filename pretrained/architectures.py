@@ -14,12 +14,14 @@ from typing import Any
 
 from pretrained import (
     convnext,
+    densenet,
     inception,
     inception_v4,
     keras_inception,
     mobilenet,
     mobilenet_v1,
     nasnet,
+    regnet,
     resnet,
     resnet_v2,
     vgg,
@@ -58,6 +60,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     **mobilenet.ARCHITECTURES,
     **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
+    **densenet.ARCHITECTURES,
+    **regnet.ARCHITECTURES,
 }
 
 

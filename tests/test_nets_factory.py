@@ -276,6 +276,8 @@ MIN_SIZES = {
     "mobilenet_v2": 1,
     "inception_v1": 1,
     "convnext_tiny": 32,  # the 4x4/4 stem and three 2x2/2 downsamplings, 'VALID'
+    "densenet121": 29,  # the stem's 7x7/2 and 3x3/2, then three 2x2/2 'VALID' transition pools
+    "regnet_y_400mf": 1,
 }
 # With an auxiliary head, which `init` always builds and training runs.
 MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}

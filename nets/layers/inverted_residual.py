@@ -42,14 +42,20 @@ class SqueezeExcite(nn.Module):
 
     conv: ModuleDef
     squeeze_factor: int = 4
+    # Other families' gates: a squeeze width set outright (RegNet-Y's quarter of the block's
+    # input width), the logistic sigmoid (Hu et al.'s), the two layers' names.
+    squeeze_features: int | None = None
+    gate: Callable = nn.hard_sigmoid
+    layer_names: tuple[str, str] = ("Conv", "Conv_1")
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
-        squeeze = make_divisible(channels / self.squeeze_factor, 8)
+        squeeze = self.squeeze_features or make_divisible(channels / self.squeeze_factor, 8)
+        reduce, expand = self.layer_names
         gate = global_avg_pool(x, keepdims=True)
-        gate = nn.relu(self.conv(squeeze, (1, 1), use_bias=True, name="Conv")(gate))
-        gate = nn.hard_sigmoid(self.conv(channels, (1, 1), use_bias=True, name="Conv_1")(gate))
+        gate = nn.relu(self.conv(squeeze, (1, 1), use_bias=True, name=reduce)(gate))
+        gate = self.gate(self.conv(channels, (1, 1), use_bias=True, name=expand)(gate))
         return x * gate
 
 

@@ -40,6 +40,7 @@ from nets import (
     pnasnet,
     resnet,
     vgg,
+    vit,
 )
 
 networks_map: dict[str, functools.partial] = {
@@ -116,6 +117,19 @@ networks_map: dict[str, functools.partial] = {
     "nasnet_large": nasnet.nasnet_large,
     "pnasnet_mobile": pnasnet.pnasnet_mobile,
     "pnasnet_large": pnasnet.pnasnet_large,
+    # Vision Transformers (Dosovitskiy et al. 2020) and DeiT (Touvron et al. 2021), timm's names.
+    "vit_tiny_patch16_224": vit.vit_tiny_patch16_224,
+    "vit_small_patch16_224": vit.vit_small_patch16_224,
+    "vit_base_patch16_224": vit.vit_base_patch16_224,
+    "vit_base_patch32_224": vit.vit_base_patch32_224,
+    "vit_large_patch16_224": vit.vit_large_patch16_224,
+    # DeiT's networks are ViT's: the same partials.
+    "deit_tiny_patch16_224": vit.vit_tiny_patch16_224,
+    "deit_small_patch16_224": vit.vit_small_patch16_224,
+    "deit_base_patch16_224": vit.vit_base_patch16_224,
+    "deit_tiny_distilled_patch16_224": vit.deit_tiny_distilled_patch16_224,
+    "deit_small_distilled_patch16_224": vit.deit_small_distilled_patch16_224,
+    "deit_base_distilled_patch16_224": vit.deit_base_distilled_patch16_224,
 }
 
 

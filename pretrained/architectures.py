@@ -22,6 +22,7 @@ from pretrained import (
     resnet,
     resnet_v2,
     vgg,
+    vit,
 )
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
@@ -56,6 +57,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **mobilenet.ARCHITECTURES,
     **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
+    **vit.ARCHITECTURES,
 }
 
 

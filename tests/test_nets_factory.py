@@ -275,6 +275,7 @@ MIN_SIZES = {
     "resnet50": 1,
     "mobilenet_v2": 1,
     "inception_v1": 1,
+    "vit_base_patch32_224": 32,  # one patch (16 for the /16 ViTs and DeiTs)
 }
 # With an auxiliary head, which `init` always builds and training runs.
 MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}

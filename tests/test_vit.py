@@ -9,6 +9,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import vit
+from nets.layers.attention import DotProductAttention, fused_kernel_applies
 from tests.helpers import numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
@@ -210,3 +211,15 @@ def test_the_mlp_gelu_is_exact_not_tanh():
     y = vit.Mlp(4).apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
     np.testing.assert_allclose(y, jax.nn.gelu(x, approximate=False), rtol=1e-6)
     assert float(jnp.max(jnp.abs(y - jax.nn.gelu(x, approximate=True)))) > 1e-4
+
+
+def test_attention_asks_for_the_fused_kernel_on_gpus_in_half_precision_only():
+    assert fused_kernel_applies(jnp.bfloat16, "gpu") and fused_kernel_applies(jnp.float16, "gpu")
+    assert not fused_kernel_applies(jnp.float32, "gpu")
+    assert not fused_kernel_applies(jnp.bfloat16, "cpu")
+    q = jnp.ones((1, 3, 2, 8))
+    with pytest.raises(ValueError, match=r"'auto', 'xla' or 'cudnn', got 'flash'"):
+        DotProductAttention("flash").apply({}, q, q, q)
+    if jax.default_backend() == "cpu":  # 'auto' takes XLA's there, as 'xla' does
+        auto = DotProductAttention().apply({}, q, q, q)
+        np.testing.assert_array_equal(auto, DotProductAttention("xla").apply({}, q, q, q))

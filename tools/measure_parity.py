@@ -18,6 +18,13 @@ from pathlib import Path
 
 # (image, calibration) sizes of networks whose smallest input exceeds the calibration's 56 px.
 IMAGE_SIZES = {"inception_v4": (299, 299), "inception_resnet_v2": (299, 299)}
+# timm's ViTs take only the size their position embeddings were made for.
+IMAGE_SIZES |= {
+    f"{family}_{size}_{kind}patch16_224": (224, 224)
+    for family, kind in (("vit", ""), ("deit", ""), ("deit", "distilled_"))
+    for size in ("tiny", "small", "base", "large")
+}
+IMAGE_SIZES["vit_base_patch32_224"] = (224, 224)
 
 
 def make(folder: Path, architectures: list[str], size: int = 224) -> None:

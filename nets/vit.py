@@ -14,7 +14,7 @@ Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled
   resampled to the token grid every call, bicubically with antialiasing (`jax.image.resize`,
   Keys' cubic with a = -0.5, weights renormalised at the borders), as timm's `dynamic_img_size=True`
   does with `resample_abs_pos_embed` (PyTorch's antialiased bicubic, PIL's filter: the same
-  cubic and the same border renormalisation; the fixtures measure ~1e-6 between the two). Class
+  cubic and the same border renormalisation: logits agree to ~1e-6 relative, full size). Class
   and distillation tokens' embeddings are never resampled. timm without `dynamic_img_size`
   refuses other sizes.
 - The distilled networks always return the mean of the two heads as `logits`, in training too:
@@ -54,7 +54,10 @@ class Attention(nn.Module):
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         batch, tokens, width = x.shape
         if width % self.num_heads:
-            raise ValueError(f"embed_dim {width} does not split into {self.num_heads} heads")
+            raise ValueError(
+                f"embed_dim {width} does not split into {self.num_heads} heads: "
+                "embed_dim must be a multiple of num_heads"
+            )
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
         qkv = dense(3 * width, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
@@ -152,7 +155,8 @@ class VisionTransformer(nn.Module):
     def __call__(self, x: jax.Array, train: bool = True):
         if self.img_size < self.patch_size:
             raise ValueError(
-                f"img_size {self.img_size} is smaller than one patch of {self.patch_size}"
+                f"img_size {self.img_size} is smaller than one patch of {self.patch_size} "
+                "pixels: img_size must be at least patch_size"
             )
         end_points = {}
         patch = (self.patch_size, self.patch_size)

@@ -73,7 +73,7 @@ def test_attention_products_are_counted():
 
 
 def small_fn(name="vit_tiny_patch16_224", num_classes=10, **kwargs):
-    return nets_factory.get_network_fn(name, num_classes, **SMALL, **kwargs)
+    return nets_factory.get_network_fn(name, num_classes, **{**SMALL, **kwargs})
 
 
 def small_variables(fn, size=32):
@@ -223,3 +223,11 @@ def test_attention_asks_for_the_fused_kernel_on_gpus_in_half_precision_only():
     if jax.default_backend() == "cpu":  # 'auto' takes XLA's there, as 'xla' does
         auto = DotProductAttention().apply({}, q, q, q)
         np.testing.assert_array_equal(auto, DotProductAttention("xla").apply({}, q, q, q))
+
+
+def test_bad_configurations_are_one_line():
+    x = jnp.ones((1, 32, 32, 3))
+    with pytest.raises(ValueError, match=r"^embed_dim 32 does not split into 3 heads: embed_dim"):
+        jax.eval_shape(small_fn(num_heads=3).init, jax.random.key(0), x)
+    with pytest.raises(ValueError, match=r"^img_size 4 is smaller than one patch of 8 pixels"):
+        jax.eval_shape(small_fn(img_size=4).init, jax.random.key(0), x)

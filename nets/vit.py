@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import Conv, DotProductAttention, ModuleDef, classify
+from nets.layers.attention import Implementation
 
 LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
 _dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
@@ -49,6 +50,7 @@ class Attention(nn.Module):
     num_heads: int
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
+    attention: Implementation = "auto"  # DotProductAttention's implementation
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -62,7 +64,8 @@ class Attention(nn.Module):
         qkv = dense(3 * width, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
         qkv = qkv.reshape(batch, tokens, 3, self.num_heads, width // self.num_heads)
-        x = DotProductAttention(name="product")(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+        product = DotProductAttention(self.attention, name="product")
+        x = product(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
         x = dense(width, name="proj")(x.reshape(batch, tokens, width))
         return nn.Dropout(self.dropout_rate, deterministic=not train)(x)
 
@@ -92,6 +95,7 @@ class Block(nn.Module):
     drop_path_rate: float = 0.0
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
+    attention: Implementation = "auto"
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -99,7 +103,7 @@ class Block(nn.Module):
         # Stochastic depth: the whole residual branch of a sample dropped (one mask per sample).
         drop_path = nn.Dropout(self.drop_path_rate, broadcast_dims=(1, 2), deterministic=not train)
         width = x.shape[-1]
-        attn = Attention(self.num_heads, self.dropout_rate, self.dtype, name="attn")
+        attn = Attention(self.num_heads, self.dropout_rate, self.dtype, self.attention, name="attn")
         x = x + drop_path(attn(norm(name="norm1")(x), train))
         mlp = Mlp(int(width * self.mlp_ratio), self.dropout_rate, self.dtype, name="mlp")
         return x + drop_path(mlp(norm(name="norm2")(x), train))
@@ -144,6 +148,8 @@ class VisionTransformer(nn.Module):
     drop_path_rate: float = 0.0
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
+    # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
+    attention: Implementation = "auto"
     conv: ModuleDef = Conv
 
     @property
@@ -196,6 +202,7 @@ class VisionTransformer(nn.Module):
             self.drop_path_rate,
             self.epsilon,
             self.dtype,
+            self.attention,
         )
         for i in range(self.depth):
             x = end_points[f"block{i + 1}"] = block(name=f"blocks_{i}")(x, train)

@@ -223,6 +223,10 @@ def test_attention_asks_for_the_fused_kernel_on_gpus_in_half_precision_only():
     if jax.default_backend() == "cpu":  # 'auto' takes XLA's there, as 'xla' does
         auto = DotProductAttention().apply({}, q, q, q)
         np.testing.assert_array_equal(auto, DotProductAttention("xla").apply({}, q, q, q))
+    # The networks pass their `attention` field down to every block.
+    fn = small_fn(attention="flash")
+    with pytest.raises(ValueError, match=r"'auto', 'xla' or 'cudnn', got 'flash'"):
+        jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 32, 32, 3)))
 
 
 def test_bad_configurations_are_one_line():

@@ -43,6 +43,7 @@ from nets import (
     regnet,
     resnet,
     vgg,
+    vit,
 )
 
 networks_map: dict[str, functools.partial] = {
@@ -146,6 +147,19 @@ networks_map: dict[str, functools.partial] = {
     "regnetx_004": regnet.regnetx_004,
     "regnety_008": regnet.regnety_008,
     "regnety_080": regnet.regnety_080,
+    # Vision Transformers (Dosovitskiy et al. 2020) and DeiT (Touvron et al. 2021), timm's names.
+    "vit_tiny_patch16_224": vit.vit_tiny_patch16_224,
+    "vit_small_patch16_224": vit.vit_small_patch16_224,
+    "vit_base_patch16_224": vit.vit_base_patch16_224,
+    "vit_base_patch32_224": vit.vit_base_patch32_224,
+    "vit_large_patch16_224": vit.vit_large_patch16_224,
+    # DeiT's networks are ViT's: the same partials.
+    "deit_tiny_patch16_224": vit.vit_tiny_patch16_224,
+    "deit_small_patch16_224": vit.vit_small_patch16_224,
+    "deit_base_patch16_224": vit.vit_base_patch16_224,
+    "deit_tiny_distilled_patch16_224": vit.deit_tiny_distilled_patch16_224,
+    "deit_small_distilled_patch16_224": vit.deit_small_distilled_patch16_224,
+    "deit_base_distilled_patch16_224": vit.deit_base_distilled_patch16_224,
 }
 
 

@@ -2,8 +2,10 @@
 
 MACs are counted here, not by XLA: every module that owns a `kernel` (convolutions, dense layers)
 adds `output elements * prod(kernel.shape[:-1])` multiply-accumulates for one image, which is
-exact for dense, grouped and depthwise convolutions alike. Pooling, normalisation and
-activations are not counted (the convention of the published GMAC tables).
+exact for dense, grouped and depthwise convolutions alike; a module without parameters whose
+products count (`nets.layers.DotProductAttention`: `q k^T` and `attention v`) declares them with
+a static `macs(*args)` of its call's arguments. Pooling, normalisation, softmax and activations
+are not counted (the convention of the published GMAC tables: fvcore's, which timm's use).
 
 Tracing all 63 networks takes minutes, so the listing reads their figures at 1000 classes and
 the default size from `nets/sizes.tsv`, which the registry tests compare with a live trace of
@@ -49,8 +51,12 @@ def profile(
     def record_macs(next_fun, args, kwargs, context):
         out = next_fun(*args, **kwargs)
         params = context.module.variables.get("params", {})
-        if context.method_name == "__call__" and "kernel" in params:
+        if context.method_name != "__call__":
+            return out
+        if "kernel" in params:
             macs.append(out.size * math.prod(params["kernel"].shape[:-1]))
+        elif callable(declared := getattr(type(context.module), "macs", None)):
+            macs.append(declared(*args, **kwargs))
         return out
 
     def forward(variables, images):

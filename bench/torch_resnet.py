@@ -1,9 +1,17 @@
-"""PyTorch's ResNet-18/50 train step on CPU, the yardstick for `train_step.py --torch`.
+"""PyTorch's train step on CPU, the yardstick for `train_step.py --torch`: ResNet-18/50, and any
+of timm's networks (the ViTs, ...) when timm is installed.
 
-torchvision is not installed for CPU here, so the networks are rebuilt from its layout (v1.5: the
-stride on the bottleneck's 3x3). PyTorch is optional and never a dependency of the project.
+torchvision is not installed for CPU here, so the ResNets are rebuilt from its layout (v1.5: the
+stride on the bottleneck's 3x3). PyTorch is optional and never a dependency of the project. In an
+environment with torch and timm but not JAX, this file times one network by itself:
+
+    PYTHONPATH=../shared/tools /work/torchenv/bin/python bench/torch_resnet.py \
+        vit_small_patch16_224 --batch 8 --size 224 --steps 5
 """
 
+import argparse
+import importlib
+import statistics
 import time
 
 import torch
@@ -86,10 +94,11 @@ class Timer:
     compile_s = None
 
     def __init__(self, name: str, batch: int, size: int, num_classes: int):
-        if name not in NETWORKS:
-            raise ValueError(f"--torch knows {sorted(NETWORKS)}, not {name!r}")
         torch.manual_seed(0)
-        self.model = resnet(*NETWORKS[name], num_classes).train()
+        if name in NETWORKS:
+            self.model = resnet(*NETWORKS[name], num_classes).train()
+        else:
+            self.model = _timm(name).create_model(name, num_classes=num_classes).train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9)
         self.images = torch.randn(batch, 3, size, size)
         self.labels = torch.randint(0, num_classes, (batch,))
@@ -106,3 +115,35 @@ class Timer:
         start = time.perf_counter()
         self._step()
         self.times.append(time.perf_counter() - start)
+
+
+def _timm(name: str):
+    """timm, imported plainly or through `timm_compat` (the shims for an environment without
+    torchvision), for a network the ResNets above are not."""
+    for module, attribute in (("timm", None), ("timm_compat", "import_timm")):
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:
+            continue
+        return getattr(imported, attribute)() if attribute else imported
+    known = f"{sorted(NETWORKS)} (and timm's networks, with timm installed)"
+    raise ValueError(f"--torch knows {known}, not {name!r}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Times PyTorch's eager train step on CPU.")
+    parser.add_argument("name")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--num-classes", type=int, default=1000)
+    args = parser.parse_args()
+    timer = Timer(args.name, args.batch, args.size, args.num_classes)
+    for _ in range(args.steps):
+        timer.run()
+    step = statistics.median(timer.times)
+    print(
+        f"{args.name} batch {args.batch} @ {args.size}px, PyTorch {torch.__version__} eager, "
+        f"{torch.get_num_threads()} threads: step {step * 1e3:.1f} ms, "
+        f"{args.batch / step:.1f} img/s"
+    )

@@ -63,7 +63,7 @@ def _fill(
     file_classes = _file_classes(weights, arch)
     tensors = arch.stable(weights.tensors)
     shapes = convert.leaf_shapes(variables)
-    head = [p for p in shapes if p[1 : 1 + len(arch.head)] == arch.head]
+    head = arch.heads(shapes)
     keep_head = bool(head) and shapes[head[0][:-1] + ("bias",)][-1] == file_classes
     steps = convert.plan(
         {k: v.shape for k, v in tensors.items()},

@@ -25,6 +25,7 @@ from pretrained import (
     resnet,
     resnet_v2,
     vgg,
+    vit,
 )
 from pretrained.convert import Architecture
 from pretrained.files import WeightFileError
@@ -62,6 +63,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **nasnet.ARCHITECTURES,
     **densenet.ARCHITECTURES,
     **regnet.ARCHITECTURES,
+    **vit.ARCHITECTURES,
 }
 
 

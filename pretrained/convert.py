@@ -53,7 +53,8 @@ class Framework:
         layer, _, part = prefix.rpartition(self.separator)
         if part in self.parts:  # `sep/pointwise`, `kernel` -> `sep/pointwise_kernel:0`
             return [f"{layer}{self.separator}{part}_{self.leaves[leaf][0]}"]
-        return [f"{prefix}{self.separator}{name}" for name in self.leaves[leaf]]
+        # A parameter of the network itself (a ViT's `cls_token`) has no module prefix.
+        return [f"{prefix}{self.separator}{name}" if prefix else name for name in self.leaves[leaf]]
 
 
 def _torch_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
@@ -118,6 +119,9 @@ class Architecture:
     # Other key layouts of the same network's files (torchvision's, where this one is timm's),
     # each with its convention: `for_keys` picks one by the classifier the file holds.
     alternatives: tuple["Architecture", ...] = ()
+    # Further classifiers over the same classes, replaced with the first (DeiT's distillation
+    # head): our module path and the file's prefix of each.
+    other_heads: tuple[tuple[tuple[str, ...], str], ...] = ()
     # The file's module prefixes the network leaves out, as the reference does when it loads them
     # (torchvision's training-only auxiliary classifiers).
     dropped: tuple[str, ...] = ()
@@ -146,8 +150,13 @@ class Architecture:
         return self._under(key, self.dropped)
 
     def in_head(self, key: str) -> bool:
-        """Whether the file's tensor `key` belongs to its classifier."""
-        return self._under(key, (self.source_head,))
+        """Whether the file's tensor `key` belongs to one of its classifiers."""
+        return self._under(key, (self.source_head, *(prefix for _, prefix in self.other_heads)))
+
+    def heads(self, paths: Collection[Path]) -> list[Path]:
+        """The variable paths (`('params', 'head', 'kernel')`) of our classifiers."""
+        ours = (self.head, *(path for path, _ in self.other_heads))
+        return [p for p in paths if any(p[1 : 1 + len(h)] == h for h in ours)]
 
     def _under(self, key: str, prefixes: tuple[str, ...]) -> bool:
         return key.startswith(tuple(prefix + self.framework.separator for prefix in prefixes))

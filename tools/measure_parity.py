@@ -18,9 +18,18 @@ from pathlib import Path
 
 # (image, calibration) sizes of networks whose smallest input exceeds the calibration's 56 px.
 IMAGE_SIZES = {"inception_v4": (299, 299), "inception_resnet_v2": (299, 299)}
+# timm's ViTs take only the size their position embeddings were made for.
+IMAGE_SIZES |= {
+    f"{family}_{size}_{kind}patch16_224": (224, 224)
+    for family, kind in (("vit", ""), ("deit", ""), ("deit", "distilled_"))
+    for size in ("tiny", "small", "base", "large")
+}
+IMAGE_SIZES["vit_base_patch32_224"] = (224, 224)
 
 
-def make(folder: Path, architectures: list[str], size: int = 224) -> None:
+def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool = False) -> None:
+    """`dynamic`: timm's ViTs built with `dynamic_img_size=True`, run at `size` (their position
+    embeddings resampled), where `IMAGE_SIZES` would hold them at their own size."""
     import json
 
     import numpy as np
@@ -30,8 +39,11 @@ def make(folder: Path, architectures: list[str], size: int = 224) -> None:
 
     for architecture in architectures:
         generator = torch.Generator().manual_seed(0)
-        model = timm.create_model(architecture, pretrained=False)
-        image_size, calibration_size = IMAGE_SIZES.get(architecture, (size, 56))
+        extra = {"dynamic_img_size": True} if dynamic else {}
+        model = timm.create_model(architecture, pretrained=False, **extra)
+        image_size, calibration_size = (
+            (size, size) if dynamic else IMAGE_SIZES.get(architecture, (size, 56))
+        )
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():
@@ -74,10 +86,12 @@ def check(folder: Path) -> None:
 
 if __name__ == "__main__":
     command, folder, *names = sys.argv[1:]
-    # `make FOLDER --size=331 NAMES...`: images of another size than 224 px
+    # `make FOLDER --size=331 NAMES...`: images of another size than 224 px; `--dynamic` (after
+    # the size): timm's ViTs with `dynamic_img_size=True`, at that size.
     size = (
         int(names.pop(0).removeprefix("--size="))
         if names[:1] and names[0].startswith("--size=")
         else 224
     )
-    make(Path(folder), names, size) if command == "make" else check(Path(folder))
+    dynamic = names[:1] == ["--dynamic"] and bool(names.pop(0))
+    make(Path(folder), names, size, dynamic) if command == "make" else check(Path(folder))

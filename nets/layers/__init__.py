@@ -6,9 +6,11 @@
 - pooling: `max_pool`, `avg_pool`, `adaptive_avg_pool`, `global_avg_pool`; padding conventions
   ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
 - `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
+- `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
 - `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block.
 """
 
+from nets.layers.attention import DotProductAttention
 from nets.layers.classifier import EndPoints, classify, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
@@ -32,6 +34,7 @@ __all__ = [
     "TORCH_INCEPTION",
     "BatchNormConvention",
     "Conv",
+    "DotProductAttention",
     "ConvNormAct",
     "EndPoints",
     "InvertedResidual",

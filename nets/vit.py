@@ -1,0 +1,237 @@
+"""Vision Transformer (ViT) and DeiT, with DeiT's distillation token.
+
+Dosovitskiy et al. 2020, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
+Scale" (arXiv:2010.11929): the image cut into `patch_size` patches, each embedded linearly (a
+`patch_size`-strided convolution), a class token prepended, learned position embeddings added,
+`depth` pre-norm Transformer blocks (LayerNorm, multi-head self-attention, residual; LayerNorm,
+MLP with exact GELU, residual), a final LayerNorm, and the class token's features classified.
+Touvron et al. 2021, "Training data-efficient image transformers & distillation through
+attention" (arXiv:2012.12877): DeiT is the same network trained otherwise; its distilled variants
+add a distillation token beside the class token, with a head of its own.
+
+Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled`:
+- Position embeddings are made for `img_size` (timm's field; 224). At another image size they are
+  resampled to the token grid every call, bicubically with antialiasing (`jax.image.resize`,
+  Keys' cubic with a = -0.5, weights renormalised at the borders), as timm's `dynamic_img_size=True`
+  does with `resample_abs_pos_embed` (PyTorch's antialiased bicubic, PIL's filter: the same
+  cubic and the same border renormalisation: logits agree to ~1e-6 relative, full size). Class
+  and distillation tokens' embeddings are never resampled. timm without `dynamic_img_size`
+  refuses other sizes.
+- The distilled networks always return the mean of the two heads as `logits`, in training too:
+  timm does so unless `set_distilled_training(True)`, when its training forward returns the
+  pair. Here the pair is always in `end_points` (`cls_logits`, `dist_logits`), so distillation
+  losses read them without another mode; `pre_logits` is the mean of the two tokens' features,
+  timm's `forward_head(pre_logits=True)`.
+- `regularization_loss` covers the convolution and dense kernels only: not LayerNorm, biases,
+  `pos_embed`, `cls_token` or `dist_token`, which timm's `no_weight_decay()` and its optimizer
+  factory (no decay for 1-D parameters) leave out too.
+- `drop_path_rate` is stochastic depth at one rate for every block; timm ramps it linearly over
+  the depth (DeiT trains with 0.1 at the last block). `dropout_rate` is timm's `drop_rate` (after
+  the position embeddings, the attention projection, each MLP layer and before the head).
+"""
+
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets.layers import Conv, DotProductAttention, ModuleDef, classify
+from nets.layers.attention import Implementation
+
+LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
+_dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention: one `qkv` projection, the product, the `proj` projection."""
+
+    num_heads: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    attention: Implementation = "auto"  # DotProductAttention's implementation
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        batch, tokens, width = x.shape
+        if width % self.num_heads:
+            raise ValueError(
+                f"embed_dim {width} does not split into {self.num_heads} heads: "
+                "embed_dim must be a multiple of num_heads"
+            )
+        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
+        qkv = dense(3 * width, name="qkv")(x)
+        # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
+        qkv = qkv.reshape(batch, tokens, 3, self.num_heads, width // self.num_heads)
+        product = DotProductAttention(self.attention, name="product")
+        x = product(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+        x = dense(width, name="proj")(x.reshape(batch, tokens, width))
+        return nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+
+
+class Mlp(nn.Module):
+    """`fc1`, exact (erf) GELU, `fc2`, each followed by dropout as timm's `Mlp`."""
+
+    hidden: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
+        dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
+        width = x.shape[-1]
+        x = dropout(nn.gelu(dense(self.hidden, name="fc1")(x), approximate=False))
+        return dropout(dense(width, name="fc2")(x))
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`."""
+
+    num_heads: int
+    mlp_ratio: float = 4.0
+    dropout_rate: float = 0.0
+    drop_path_rate: float = 0.0
+    epsilon: float = LAYER_NORM_EPSILON
+    dtype: Any = jnp.float32
+    attention: Implementation = "auto"
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
+        # Stochastic depth: the whole residual branch of a sample dropped (one mask per sample).
+        drop_path = nn.Dropout(self.drop_path_rate, broadcast_dims=(1, 2), deterministic=not train)
+        width = x.shape[-1]
+        attn = Attention(self.num_heads, self.dropout_rate, self.dtype, self.attention, name="attn")
+        x = x + drop_path(attn(norm(name="norm1")(x), train))
+        mlp = Mlp(int(width * self.mlp_ratio), self.dropout_rate, self.dtype, name="mlp")
+        return x + drop_path(mlp(norm(name="norm2")(x), train))
+
+
+def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.Array:
+    """Position embeddings `[1, h, w, dim]` resampled to `[1, *size, dim]`: bicubic (Keys,
+    a = -0.5) with antialiasing, computed in float32, as timm's `resample_abs_pos_embed`."""
+    if grid.shape[1:3] == tuple(size):
+        return grid
+    shape = (grid.shape[0], *size, grid.shape[-1])
+    resized = jax.image.resize(grid.astype(jnp.float32), shape, "bicubic", antialias=True)
+    return resized.astype(grid.dtype)
+
+
+class VisionTransformer(nn.Module):
+    """ViT / DeiT with `depth` blocks of width `embed_dim`; `distilled` adds DeiT's second token.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]` (distilled: the mean of the
+    class and distillation heads), or the class token's features `[batch, embed_dim]` (distilled:
+    the mean of the two tokens') when `num_classes` is 0 or None. End points: `stem` (the tokens
+    entering the first block, position embeddings added: `[batch, prefix + patches, embed_dim]`),
+    `block1`..`block{depth}` (the tokens after each block), `norm` (after the final LayerNorm),
+    `pre_logits`, `logits`, `predictions`, and for distilled networks with a head `cls_logits`
+    and `dist_logits` (each head's logits). Parameter names are timm's: `patch_embed`,
+    `cls_token`, `dist_token`, `pos_embed` (`[1, prefix + (img_size / patch_size)**2,
+    embed_dim]`), `blocks_{i}/{norm1,attn/qkv,attn/proj,norm2,mlp/fc1,mlp/fc2}`, `norm`,
+    `head`, `head_dist`.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    patch_size: int = 16
+    embed_dim: int = 768
+    depth: int = 12
+    num_heads: int = 12
+    mlp_ratio: float = 4.0
+    distilled: bool = False
+    img_size: int = 224  # the image size the position embeddings are made for
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.0  # timm's drop_rate
+    drop_path_rate: float = 0.0
+    epsilon: float = LAYER_NORM_EPSILON
+    dtype: Any = jnp.float32
+    # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
+    attention: Implementation = "auto"
+    conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """One patch."""
+        return self.patch_size
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True):
+        if self.img_size < self.patch_size:
+            raise ValueError(
+                f"img_size {self.img_size} is smaller than one patch of {self.patch_size} "
+                "pixels: img_size must be at least patch_size"
+            )
+        end_points = {}
+        patch = (self.patch_size, self.patch_size)
+        x = self.conv(
+            self.embed_dim,
+            patch,
+            strides=patch,
+            padding="VALID",
+            dtype=self.dtype,
+            name="patch_embed",
+        )(jnp.asarray(x, self.dtype))
+        batch, height, width, dim = x.shape
+
+        grid = self.img_size // self.patch_size
+        prefix = 2 if self.distilled else 1
+        pos_embed = self.param(
+            "pos_embed", nn.initializers.normal(0.02), (1, prefix + grid * grid, dim)
+        )
+        grid_embed = pos_embed[:, prefix:].reshape(1, grid, grid, dim)
+        grid_embed = resample_position_embeddings(grid_embed, (height, width))
+        tokens = [self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim))]
+        if self.distilled:
+            tokens.append(self.param("dist_token", nn.initializers.normal(0.02), (1, 1, dim)))
+        tokens = jnp.concatenate(tokens, axis=1) + pos_embed[:, :prefix]
+        tokens = jnp.broadcast_to(tokens.astype(self.dtype), (batch, prefix, dim))
+        x = x.reshape(batch, height * width, dim) + grid_embed.reshape(1, -1, dim).astype(
+            self.dtype
+        )
+        x = jnp.concatenate([tokens, x], axis=1)
+        x = end_points["stem"] = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+
+        block = partial(
+            Block,
+            self.num_heads,
+            self.mlp_ratio,
+            self.dropout_rate,
+            self.drop_path_rate,
+            self.epsilon,
+            self.dtype,
+            self.attention,
+        )
+        for i in range(self.depth):
+            x = end_points[f"block{i + 1}"] = block(name=f"blocks_{i}")(x, train)
+        x = end_points["norm"] = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm")(x)
+
+        head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
+        if not self.distilled:
+            return head(x[:, 0], end_points, self.num_classes, name="head")
+        features, _ = head((x[:, 0] + x[:, 1]) / 2, end_points, None)
+        if not self.num_classes:
+            return features, end_points
+        cls_logits, _ = head(x[:, 0], {}, self.num_classes, name="head")
+        dist_logits, _ = head(x[:, 1], {}, self.num_classes, name="head_dist")
+        logits = (cls_logits + dist_logits) / 2
+        end_points |= {"cls_logits": cls_logits, "dist_logits": dist_logits, "logits": logits}
+        end_points["predictions"] = nn.softmax(logits)
+        return logits, end_points
+
+
+# timm's configurations (Dosovitskiy et al. Table 1: Base, Large; Touvron et al. Table 1: Ti, S).
+vit_tiny_patch16_224 = partial(VisionTransformer, embed_dim=192, depth=12, num_heads=3)
+vit_small_patch16_224 = partial(VisionTransformer, embed_dim=384, depth=12, num_heads=6)
+vit_base_patch16_224 = partial(VisionTransformer, embed_dim=768, depth=12, num_heads=12)
+vit_base_patch32_224 = partial(
+    VisionTransformer, patch_size=32, embed_dim=768, depth=12, num_heads=12
+)
+vit_large_patch16_224 = partial(VisionTransformer, embed_dim=1024, depth=24, num_heads=16)
+# DeiT's networks are ViT's (the registry maps deit_{tiny,small,base}_patch16_224 to the three
+# above); the distilled ones add the distillation token and head.
+deit_tiny_distilled_patch16_224 = partial(vit_tiny_patch16_224, distilled=True)
+deit_small_distilled_patch16_224 = partial(vit_small_patch16_224, distilled=True)
+deit_base_distilled_patch16_224 = partial(vit_base_patch16_224, distilled=True)

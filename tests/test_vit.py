@@ -1,0 +1,237 @@
+"""ViT and DeiT: timm's parameter counts and MACs, position embeddings at other sizes, the
+distilled heads, bfloat16 attention, and weight decay on kernels only."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nets_factory
+import nets_summary as summary
+from nets import vit
+from nets.layers.attention import DotProductAttention, fused_kernel_applies
+from tests.helpers import numpy_variables
+
+# timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
+# ViT-B/16: patch embedding 16*16*3*768 + 768 = 590,592; class token 768; position embeddings
+# 197*768 = 151,296; 12 blocks of 2 LayerNorms (4*768), qkv 768*2304 + 2304, proj 768*768 + 768,
+# fc1 768*3072 + 3072, fc2 3072*768 + 768 = 7,087,872 each; final LayerNorm 1,536; head
+# 768*1000 + 1000: 86,567,656.
+PUBLISHED_COUNTS = {
+    "vit_tiny_patch16_224": 5_717_416,
+    "vit_small_patch16_224": 22_050_664,
+    "vit_base_patch16_224": 86_567_656,
+    "vit_base_patch32_224": 88_224_232,
+    "vit_large_patch16_224": 304_326_632,
+    "deit_tiny_patch16_224": 5_717_416,
+    "deit_small_patch16_224": 22_050_664,
+    "deit_base_patch16_224": 86_567_656,
+    "deit_tiny_distilled_patch16_224": 5_910_800,
+    "deit_small_distilled_patch16_224": 22_436_432,
+    "deit_base_distilled_patch16_224": 87_338_192,
+}
+
+# MACs at 224 px, batch 1: PyTorch's `torch.utils.flop_counter.FlopCounterMode` on timm's
+# networks with `timm.layers.set_fused_attn(False)` (so that it sees the two attention
+# products), halved; the same to the unit. timm's tables: ViT-B/16 17.6 GMACs, which also count
+# LayerNorm's elementwise work (fvcore); with fused attention fvcore misses the products (16.9).
+TORCH_MACS = {
+    "vit_tiny_patch16_224": 1_253_683_200,
+    "vit_small_patch16_224": 4_598_882_304,
+    "vit_base_patch16_224": 17_563_828_224,
+    "vit_base_patch32_224": 4_409_186_304,
+    "vit_large_patch16_224": 61_554_712_576,
+    "deit_tiny_distilled_patch16_224": 1_261_003_776,
+    "deit_base_distilled_patch16_224": 17_656_811_520,
+}
+
+# The configuration of the parity fixtures (tools/fixtures_vit.py).
+SMALL = {"patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32}
+
+
+def profile(name, **kwargs):
+    return summary.profile(nets_factory.get_network_fn(name, 1000, **kwargs))
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_COUNTS))
+def test_published_parameter_counts(name):
+    assert profile(name).params == PUBLISHED_COUNTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_MACS))
+def test_macs_are_torchs_with_the_attention_products(name):
+    assert summary.recorded_sizes()[name].macs == TORCH_MACS[name]
+    assert round(TORCH_MACS["vit_base_patch16_224"] / 1e9, 1) == 17.6
+
+
+def test_attention_products_are_counted():
+    # ViT-B/16: every layer with a kernel (patch embedding, 12 blocks of qkv, proj, fc1, fc2 over
+    # 197 tokens, the head), then 12 blocks of 12 heads of q k^T and attention v (197 x 197 x 64).
+    kernels = 196 * 16 * 16 * 3 * 768 + 12 * 197 * 768 * (4 * 768 + 2 * 3072) + 768 * 1000
+    products = 12 * 12 * 2 * 197 * 197 * 64
+    assert profile("vit_base_patch16_224").macs == kernels + products
+
+
+def small_fn(name="vit_tiny_patch16_224", num_classes=10, **kwargs):
+    return nets_factory.get_network_fn(name, num_classes, **{**SMALL, **kwargs})
+
+
+def small_variables(fn, size=32):
+    images = jax.ShapeDtypeStruct((2, size, size, 3), jnp.float32)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
+    rng = np.random.default_rng(1)  # tokens and embeddings that matter (numpy_variables: zeros)
+    params = dict(variables["params"])
+    for name in ("cls_token", "dist_token", "pos_embed"):
+        if name in params:
+            params[name] = rng.normal(0, 0.5, params[name].shape).astype(np.float32)
+    return {"params": params}
+
+
+def images(size, batch=2):
+    return jax.random.normal(jax.random.key(3), (batch, size, size, 3))
+
+
+def test_end_points_are_the_token_sequences():
+    p = profile("vit_small_patch16_224")
+    names = list(p.end_points)
+    assert names[:2] == ["stem", "block1"] and names[12:] == [
+        "block12",
+        "norm",
+        "pre_logits",
+        "logits",
+        "predictions",
+    ]
+    assert p.end_points["stem"] == p.end_points["block12"] == (1, 197, 384)
+    assert p.end_points["pre_logits"] == (1, 384)
+
+
+def test_position_embeddings_are_resampled_at_another_size():
+    fn = small_fn()
+    variables = small_variables(fn)
+    for size, tokens in ((32, 17), (48, 37), (24, 10), (40, 26)):
+        logits, end_points = jax.jit(fn.apply)(variables, images(size))
+        assert logits.shape == (2, 10) and end_points["stem"].shape == (2, tokens, 32)
+    # At its own grid the embeddings are used as they are; resampling a grid to itself is the
+    # identity, and to another grid and back is not.
+    grid = variables["params"]["pos_embed"][:, 1:].reshape(1, 4, 4, 32)
+    assert vit.resample_position_embeddings(grid, (4, 4)) is grid
+    there = vit.resample_position_embeddings(grid, (6, 6))
+    assert there.shape == (1, 6, 6, 32)
+    back = vit.resample_position_embeddings(there, (4, 4))
+    assert 0 < float(jnp.max(jnp.abs(back - grid))) < float(jnp.max(jnp.abs(grid)))
+
+
+def test_non_square_images_and_the_smallest():
+    fn = small_fn()
+    variables = small_variables(fn)
+    logits, end_points = jax.jit(fn.apply)(variables, jnp.ones((1, 16, 40, 3)))
+    assert end_points["stem"].shape == (1, 1 + 2 * 5, 32)
+    assert (
+        fn.min_image_size == 8
+        and nets_factory.get_network_fn("vit_base_patch32_224", 10).min_image_size == 32
+    )
+    with pytest.raises(ValueError, match=r"needs images of at least 8x8 pixels; got 7x7"):
+        fn.apply(variables, jnp.ones((1, 7, 7, 3)))
+
+
+def test_distilled_logits_are_the_mean_of_the_two_heads_in_both_modes():
+    for training in (False, True):
+        fn = small_fn("deit_tiny_distilled_patch16_224", is_training=training)
+        variables = small_variables(fn)
+        logits, end_points = jax.jit(fn.apply)(variables, images(32))
+        np.testing.assert_allclose(
+            logits, (end_points["cls_logits"] + end_points["dist_logits"]) / 2, rtol=1e-6
+        )
+        assert not np.allclose(end_points["cls_logits"], end_points["dist_logits"], atol=1e-3)
+        norm = end_points["norm"]
+        np.testing.assert_allclose(end_points["pre_logits"], (norm[:, 0] + norm[:, 1]) / 2)
+    features_fn = small_fn("deit_tiny_distilled_patch16_224", num_classes=0)
+    features, points = jax.jit(features_fn.apply)(small_variables(features_fn), images(32))
+    assert features.shape == (2, 32) and "logits" not in points and "cls_logits" not in points
+    shapes = jax.eval_shape(features_fn.init, jax.random.key(0), images(32))["params"]
+    assert "head" not in shapes and "head_dist" not in shapes and "dist_token" in shapes
+
+
+def test_bfloat16_attention_keeps_float32_softmax_statistics():
+    fn = small_fn(dtype=jnp.bfloat16)
+    variables = small_variables(fn)
+    assert {leaf.dtype for leaf in jax.tree.leaves(variables)} == {np.dtype("float32")}
+    logits, end_points = jax.jit(fn.apply)(variables, images(32))
+    assert logits.dtype == end_points["block2"].dtype == jnp.bfloat16
+    reference, _ = jax.jit(small_fn().apply)(variables, images(32))
+    np.testing.assert_allclose(np.float32(logits), reference, atol=0.1, rtol=0.1)
+    # The attention softmax's exponentials (batch 2 x heads 2 x 17 queries x 17 keys, in
+    # JAX's grouped layout: one per block) run in float32 inside the bfloat16 network.
+    jaxpr = jax.make_jaxpr(fn.apply)(variables, images(32))
+    exps = [
+        eqn.outvars[0].aval
+        for eqn in _equations(jaxpr.jaxpr)
+        if eqn.primitive.name == "exp" and eqn.outvars[0].aval.ndim >= 4
+    ]
+    assert [(aval.size, aval.dtype) for aval in exps] == [(2 * 2 * 17 * 17, np.float32)] * 2
+
+
+def _equations(jaxpr):
+    """Every equation of `jaxpr` and of the jaxprs its equations call (`pjit`, `custom_jvp`)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            inner = getattr(param, "jaxpr", None)
+            if inner is not None:
+                yield from _equations(getattr(inner, "jaxpr", inner))
+
+
+def test_gradient_reaches_every_parameter_with_stochastic_depth():
+    fn = small_fn(
+        "deit_tiny_distilled_patch16_224", is_training=True, drop_path_rate=0.1, dropout_rate=0.1
+    )
+    variables = small_variables(fn)
+
+    def loss(params):
+        logits, _ = fn.apply({"params": params}, images(32), rngs={"dropout": jax.random.key(2)})
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
+
+    grads = jax.jit(jax.grad(loss))(variables["params"])
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
+
+
+def test_weight_decay_covers_kernels_only():
+    fn = small_fn("deit_tiny_distilled_patch16_224", weight_decay=0.1)
+    params = small_variables(fn)["params"]
+    grads = jax.grad(fn.regularization_loss)(params)
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        decayed = path[-1].key == "kernel"
+        assert bool(np.any(np.asarray(g) != 0)) == decayed, jax.tree_util.keystr(path)
+
+
+def test_the_mlp_gelu_is_exact_not_tanh():
+    x = jnp.array([[[-3.0, -1.5, 0.7, 2.5]]])
+    eye = {"kernel": jnp.eye(4), "bias": jnp.zeros(4)}
+    y = vit.Mlp(4).apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
+    np.testing.assert_allclose(y, jax.nn.gelu(x, approximate=False), rtol=1e-6)
+    assert float(jnp.max(jnp.abs(y - jax.nn.gelu(x, approximate=True)))) > 1e-4
+
+
+def test_attention_asks_for_the_fused_kernel_on_gpus_in_half_precision_only():
+    assert fused_kernel_applies(jnp.bfloat16, "gpu") and fused_kernel_applies(jnp.float16, "gpu")
+    assert not fused_kernel_applies(jnp.float32, "gpu")
+    assert not fused_kernel_applies(jnp.bfloat16, "cpu")
+    q = jnp.ones((1, 3, 2, 8))
+    with pytest.raises(ValueError, match=r"'auto', 'xla' or 'cudnn', got 'flash'"):
+        DotProductAttention("flash").apply({}, q, q, q)
+    if jax.default_backend() == "cpu":  # 'auto' takes XLA's there, as 'xla' does
+        auto = DotProductAttention().apply({}, q, q, q)
+        np.testing.assert_array_equal(auto, DotProductAttention("xla").apply({}, q, q, q))
+    # The networks pass their `attention` field down to every block.
+    fn = small_fn(attention="flash")
+    with pytest.raises(ValueError, match=r"'auto', 'xla' or 'cudnn', got 'flash'"):
+        jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 32, 32, 3)))
+
+
+def test_bad_configurations_are_one_line():
+    x = jnp.ones((1, 32, 32, 3))
+    with pytest.raises(ValueError, match=r"^embed_dim 32 does not split into 3 heads: embed_dim"):
+        jax.eval_shape(small_fn(num_heads=3).init, jax.random.key(0), x)
+    with pytest.raises(ValueError, match=r"^img_size 4 is smaller than one patch of 8 pixels"):
+        jax.eval_shape(small_fn(img_size=4).init, jax.random.key(0), x)

@@ -27,6 +27,7 @@ import pretrained
 from nets import (
     alexnet,
     cifarnet,
+    efficientnet,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -116,6 +117,13 @@ networks_map: dict[str, functools.partial] = {
     "nasnet_large": nasnet.nasnet_large,
     "pnasnet_mobile": pnasnet.pnasnet_mobile,
     "pnasnet_large": pnasnet.pnasnet_large,
+    # EfficientNet B0-B7 (Tan & Le 2019), timm's names: its own weights' conventions (symmetric
+    # padding, BatchNorm epsilon 1e-5), and the TF checkpoints' ('SAME', 1e-3) as `tf_`.
+    **{
+        f"{prefix}efficientnet_b{i}": getattr(efficientnet, f"{prefix}efficientnet_b{i}")
+        for prefix in ("", "tf_")
+        for i in range(8)
+    },
 }
 
 
@@ -148,7 +156,8 @@ class NetworkFn:
 
     @property
     def default_image_size(self) -> int:
-        return type(self.module).default_image_size
+        """The module's (a class constant, or a field where variants differ: EfficientNet's)."""
+        return self.module.default_image_size
 
     @property
     def min_image_size(self) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrained import (
+    efficientnet,
     inception,
     inception_v4,
     keras_inception,
@@ -56,6 +57,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **mobilenet.ARCHITECTURES,
     **mobilenet_v1.ARCHITECTURES,
     **nasnet.ARCHITECTURES,
+    **efficientnet.ARCHITECTURES,
 }
 
 

@@ -3,6 +3,7 @@
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -23,3 +24,16 @@ def numpy_variables(abstract_variables, seed: int = 0):
         return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, np.float32)
 
     return jax.tree_util.tree_map_with_path(value, abstract_variables)
+
+
+def training_gradients(fn, variables, images, rngs=None):
+    """`(grads, updates)` of a training step's loss (the first class's log-probability) with
+    respect to `variables['params']`, jitted; `updates` holds the new batch statistics."""
+
+    def loss(params):
+        (logits, _), updates = fn.apply(
+            {**variables, "params": params}, images, mutable=["batch_stats"], rngs=rngs
+        )
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0]), updates
+
+    return jax.jit(jax.grad(loss, has_aux=True))(variables["params"])

@@ -9,6 +9,15 @@ are the same tree under scope names: `stem`, `blocks_{stage}_{block}/{expand, de
 squeeze_excite, project}`, `head`, `classifier`. The block kinds are MobileNet's
 (`pretrained/mobilenet.py`), whose tables this module shares.
 
+torchvision's files (`efficientnet_b0` ... `efficientnet_b7`, its names and ours) number the
+layers instead: `features.0.{0,1}` the stem, `features.{stage + 1}.{block}.block.{k}` a block's
+layers in order (expansion where there is one, depthwise, squeeze-excite `fc1` / `fc2`,
+projection; a conv-norm layer `.0` / `.1`), `features.8.{0,1}` the head, `classifier.1` the
+logits. Its squeeze width `max(1, c_in // 4)` is ours for every width a multiple of 4 (all of
+B0-B7's); its head width `4 * c_last` is timm's `round_channels(1280)` at B0-B7's multipliers.
+Those files are told from timm's by their classifier key (`classifier.1.weight`). torchvision's
+B5-B7 were ported from TensorFlow but run with symmetric padding and BatchNorm epsilon 1e-3.
+
 Both of timm's flavours hold the same tensors; they differ in the conventions the weights were
 trained with: timm's own in PyTorch (symmetric padding, BatchNorm epsilon 1e-5), the `tf_` ports
 of the TF checkpoints with TensorFlow's 'SAME' padding and epsilon 1e-3. The registry's two names
@@ -45,6 +54,30 @@ def timm_layout(module: nn.Module) -> Layout:
     return source
 
 
+def torchvision_layout(module: nn.Module) -> Layout:
+    """Our module paths -> torchvision's prefixes, for a built `nets.efficientnet.EfficientNet`."""
+    head = len(module.stages) + 1
+    top = {
+        "stem/conv": "features.0.0",
+        "stem/bn": "features.0.1",
+        "head/conv": f"features.{head}.0",
+        "head/bn": f"features.{head}.1",
+        "classifier": "classifier.1",
+    }
+    leaves = {"conv": "0", "bn": "1", "Conv": "fc1", "Conv_1": "fc2"}
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return top["/".join(path)]
+        _, stage, block = path[0].split("_")
+        expands = module.stages[int(stage)].expansion != 1
+        layers = ["expand"] * expands + ["depthwise", "squeeze_excite", "project"]
+        k = layers.index(path[1])
+        return f"features.{int(stage) + 1}.{block}.block.{k}.{leaves[path[2]]}"
+
+    return source
+
+
 # What each architecture's default weights expect, for files without a config.json (timm's
 # pretrained_cfg of the default tag): image size, crop fraction; all are bicubic.
 _INPUTS = {
@@ -69,6 +102,35 @@ _TF = {"padding": "SAME", "bn_epsilon": 1e-3}
 _TORCH = {"padding": "SYMMETRIC", "bn_epsilon": 1e-5}
 
 
+# torchvision's default weights: (crop size, resize size, interpolation), BatchNorm epsilon.
+_TORCHVISION = {
+    "efficientnet_b0": ((224, 256, "bicubic"), 1e-5),
+    "efficientnet_b1": ((240, 255, "bilinear"), 1e-5),  # IMAGENET1K_V2
+    "efficientnet_b2": ((288, 288, "bicubic"), 1e-5),
+    "efficientnet_b3": ((300, 320, "bicubic"), 1e-5),
+    "efficientnet_b4": ((380, 384, "bicubic"), 1e-5),
+    "efficientnet_b5": ((456, 456, "bicubic"), 1e-3),
+    "efficientnet_b6": ((528, 528, "bicubic"), 1e-3),
+    "efficientnet_b7": ((600, 600, "bicubic"), 1e-3),
+}
+
+
+def _torchvision(name: str) -> Architecture:
+    (crop, resize, interpolation), epsilon = _TORCHVISION[name]
+    return Architecture(
+        name,
+        {"padding": "SYMMETRIC", "bn_epsilon": epsilon},
+        torchvision_layout,
+        head=("classifier",),
+        source_head="classifier.1",
+        preprocessing={
+            "image_size": crop,
+            "crop_fraction": crop / resize,
+            "interpolation": interpolation,
+        },
+    )
+
+
 def _timm(name: str) -> Architecture:
     size, crop = _INPUTS[name]
     preprocessing = {"image_size": size, "crop_fraction": crop, "interpolation": "bicubic"}
@@ -81,8 +143,9 @@ def _timm(name: str) -> Architecture:
         head=("classifier",),
         source_head="classifier",
         preprocessing=preprocessing,
+        alternatives=(_torchvision(name),) if name in _TORCHVISION else (),
     )
 
 
-# timm's names, which are ours.
+# timm's names, which are ours (and torchvision's: its files are the alternative layout).
 ARCHITECTURES = {name: _timm(name) for name in _INPUTS}

@@ -8,13 +8,18 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from pretrained import WeightFileError, architectures
+from pretrained import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
 # timm's `_gen_efficientnet(..., channel_multiplier=0.25, depth_multiplier=0.5)`.
 SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}
-PARITY = {"efficientnet": "efficientnet_b0", "efficientnet_tf": "tf_efficientnet_b0"}
+# torchvision's (`tv_efficientnet`) loads into B5, whose torchvision files have epsilon 1e-3.
+PARITY = {
+    "efficientnet": "efficientnet_b0",
+    "efficientnet_tf": "tf_efficientnet_b0",
+    "tv_efficientnet": "efficientnet_b5",
+}
 
 
 def load(case, **kw):
@@ -31,7 +36,9 @@ def test_logits_are_the_references(case):
 
     # Each convention matters: under the other padding, or the other epsilon alone, the same
     # weights compute another function.
-    assert_each_convention_matters(PARITY[case], SMALL, variables, reference)
+    tensors = load_file(FIXTURES / "parity" / case / "model.safetensors")
+    arch = convert.for_keys(architectures.ARCHITECTURES[PARITY[case]], tensors)
+    assert_each_convention_matters(arch, SMALL, variables, reference)
 
 
 def test_the_architecture_sets_the_conventions():
@@ -45,6 +52,15 @@ def test_the_architecture_sets_the_conventions():
         )
     with pytest.raises(ValueError, match=r"trained with padding='SYMMETRIC'; padding='SAME'"):
         load("efficientnet", padding="SAME")
+
+
+def test_torchvision_files_carry_their_conventions():
+    network_fn, _ = load("tv_efficientnet")
+    assert (network_fn.module.padding, network_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-3)
+    assert network_fn.pretrained.image_size == 456 and network_fn.pretrained.crop_fraction == 1
+    b0 = architectures.ARCHITECTURES["efficientnet_b0"].alternatives[0]
+    assert b0.convention == {"padding": "SYMMETRIC", "bn_epsilon": 1e-5}
+    assert b0.preprocessing["crop_fraction"] == 224 / 256
 
 
 def test_preprocessing_without_a_config_is_timms_default():
@@ -74,10 +90,30 @@ LAYOUT = {
 }
 
 
-def test_layout_names_both_block_kinds_and_the_head():
-    module = nets_factory.get_network_fn("tf_efficientnet_b3", 1000).module
-    layout = architectures.ARCHITECTURES["tf_efficientnet_b3"].layout(module)
-    assert {path: layout(path) for path in LAYOUT} == LAYOUT
+# torchvision numbers each block's layers: the first stage has no expansion, so its
+# squeeze-excite is layer 1 and its projection layer 2; B3's head is `features.8`.
+TORCHVISION_LAYOUT = {
+    ("stem", "bn"): "features.0.1",
+    ("blocks_0_1", "depthwise", "conv"): "features.1.1.block.0.0",
+    ("blocks_0_1", "squeeze_excite", "Conv_1"): "features.1.1.block.1.fc2",
+    ("blocks_0_1", "project", "bn"): "features.1.1.block.2.1",
+    ("blocks_3_4", "expand", "bn"): "features.4.4.block.0.1",
+    ("blocks_3_4", "squeeze_excite", "Conv"): "features.4.4.block.2.fc1",
+    ("blocks_6_1", "project", "conv"): "features.7.1.block.3.0",
+    ("head", "conv"): "features.8.0",
+    ("classifier",): "classifier.1",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "alternative", "keys"),
+    [("tf_efficientnet_b3", False, LAYOUT), ("efficientnet_b3", True, TORCHVISION_LAYOUT)],
+)
+def test_layouts_name_both_block_kinds_and_the_head(name, alternative, keys):
+    module = nets_factory.get_network_fn(name, 1000).module
+    arch = architectures.ARCHITECTURES[name]
+    layout = (arch.alternatives[0] if alternative else arch).layout(module)
+    assert {path: layout(path) for path in keys} == keys
 
 
 def test_a_file_of_another_scale_names_the_tensor_that_does_not_fit():

@@ -16,9 +16,10 @@ Where this differs from timm: nothing in the function. Parameters are named by s
 ...). timm's `efficientnet_b*` were trained in PyTorch (symmetric padding, BatchNorm epsilon
 1e-5, decay 0.9); its `tf_efficientnet_b*` are the TF checkpoints ported, with TensorFlow's
 'SAME' padding and epsilon 1e-3 (decay 0.99): `padding`, `bn_epsilon` and `bn_momentum` fields,
-set by the registry's two names. Dropout defaults to the paper's rate per variant (0.2-0.5);
-stochastic depth (`drop_path_rate`, timm's `drop_path_rate`, 0.2 in the paper's training) is
-off by default, as in timm's constructors, and grows linearly with the block's index as in timm.
+set by the registry's two names. Training defaults differ from timm's constructors, which leave
+both regularisers at 0 for its training scripts to set: dropout before the logits defaults to the
+paper's rate per variant (0.2-0.5, `dropout_rate`); stochastic depth (`drop_path_rate`, 0.2 in
+the paper's training) is off by default and grows linearly with the block's index, as in timm.
 
 Parameters at 1000 classes are timm's: 5,288,548 (B0), 7,794,184 (B1), 9,109,994 (B2),
 12,233,232 (B3), 19,341,616 (B4), 30,389,784 (B5), 43,040,704 (B6), 66,347,960 (B7); the `tf_`

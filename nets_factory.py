@@ -29,6 +29,7 @@ from nets import (
     cifarnet,
     convnext,
     densenet,
+    efficientnet,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -160,6 +161,13 @@ networks_map: dict[str, functools.partial] = {
     "deit_tiny_distilled_patch16_224": vit.deit_tiny_distilled_patch16_224,
     "deit_small_distilled_patch16_224": vit.deit_small_distilled_patch16_224,
     "deit_base_distilled_patch16_224": vit.deit_base_distilled_patch16_224,
+    # EfficientNet B0-B7 (Tan & Le 2019), timm's names: its own weights' conventions (symmetric
+    # padding, BatchNorm epsilon 1e-5), and the TF checkpoints' ('SAME', 1e-3) as `tf_`.
+    **{
+        f"{prefix}efficientnet_b{i}": getattr(efficientnet, f"{prefix}efficientnet_b{i}")
+        for prefix in ("", "tf_")
+        for i in range(8)
+    },
 }
 
 
@@ -192,7 +200,8 @@ class NetworkFn:
 
     @property
     def default_image_size(self) -> int:
-        return type(self.module).default_image_size
+        """The module's (a class constant, or a field where variants differ: EfficientNet's)."""
+        return self.module.default_image_size
 
     @property
     def min_image_size(self) -> int:

@@ -121,7 +121,7 @@ class Bottleneck(nn.Module):
         if self.se_ratio:
             y = SqueezeExcite(
                 self.conv,
-                squeeze_features=int(round(x.shape[-1] * self.se_ratio)),
+                squeeze_channels=int(round(x.shape[-1] * self.se_ratio)),
                 gate=nn.sigmoid,
                 layer_names=("fc1", "fc2"),
                 name="se",

@@ -15,6 +15,7 @@ from typing import Any
 from pretrained import (
     convnext,
     densenet,
+    efficientnet,
     inception,
     inception_v4,
     keras_inception,
@@ -64,6 +65,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **densenet.ARCHITECTURES,
     **regnet.ARCHITECTURES,
     **vit.ARCHITECTURES,
+    **efficientnet.ARCHITECTURES,
 }
 
 

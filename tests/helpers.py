@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -36,3 +37,16 @@ def train_tiny_run(workdir, *overrides: str):
 
     default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
+
+
+def training_gradients(fn, variables, images, rngs=None):
+    """`(grads, updates)` of a training step's loss (the first class's log-probability) with
+    respect to `variables['params']`, jitted; `updates` holds the new batch statistics."""
+
+    def loss(params):
+        (logits, _), updates = fn.apply(
+            {**variables, "params": params}, images, mutable=["batch_stats"], rngs=rngs
+        )
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0]), updates
+
+    return jax.jit(jax.grad(loss, has_aux=True))(variables["params"])

@@ -11,7 +11,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets.layers import Conv, SqueezeExcite, make_divisible
-from tests.helpers import numpy_variables
+from tests.helpers import numpy_variables, training_gradients
 
 # Exact counts at 1000 classes (all trainable parameters, BatchNorm scale and offset included).
 #   mobilenet_v1 (Keras' MobileNet has the same trainable count; the paper says 4.2M):
@@ -254,15 +254,7 @@ def test_mobilenet_v1_025_trains_gradient_reaches_every_parameter():
     fn = nets_factory.get_network_fn("mobilenet_v1_025", num_classes=10, is_training=True)
     images = jax.random.normal(jax.random.key(1), (2, 64, 64, 3))
     variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
-    rngs = {"dropout": jax.random.key(2)}
-
-    def loss(params):
-        (logits, _), updates = fn.apply(
-            {**variables, "params": params}, images, mutable=["batch_stats"], rngs=rngs
-        )
-        return jnp.sum(jax.nn.log_softmax(logits)[:, 0]), updates
-
-    grads, updates = jax.jit(jax.grad(loss, has_aux=True))(variables["params"])
+    grads, updates = training_gradients(fn, variables, images, {"dropout": jax.random.key(2)})
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
         assert np.all(np.isfinite(g)) and np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
     changed = jax.tree.map(

@@ -98,7 +98,11 @@ def test_logits_are_the_references(case):
     # Each convention matters: under the other padding, or the other epsilon alone, the same
     # weights compute another function (relative errors 0.28-1.8, and 0.027-0.08 for the epsilon).
     name, kwargs = PARITY[case]
-    arch = architectures.ARCHITECTURES[name]
+    assert_each_convention_matters(architectures.ARCHITECTURES[name], kwargs, variables, reference)
+
+
+def assert_each_convention_matters(arch, kwargs, variables, reference):
+    """The fixture's weights under the other padding, or the other epsilon, miss its logits."""
     for wrong in wrong_conventions(arch.convention):
         fn = nets_factory.get_network_fn(arch.network, 10, **kwargs, **wrong)
         logits, _ = jax.jit(fn.apply)(variables, reference["images"])

@@ -64,12 +64,14 @@ class Conv2dNormActivation(nn.Sequential):
 
 
 class SqueezeExcitation(nn.Module):
-    def __init__(self, input_channels, squeeze_channels, scale_activation=nn.Sigmoid):
+    def __init__(
+        self, input_channels, squeeze_channels, activation=nn.ReLU, scale_activation=nn.Sigmoid
+    ):
         super().__init__()
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc1 = nn.Conv2d(input_channels, squeeze_channels, 1)
         self.fc2 = nn.Conv2d(squeeze_channels, input_channels, 1)
-        self.activation = nn.ReLU()
+        self.activation = activation()
         self.scale_activation = scale_activation()
 
     def forward(self, x):

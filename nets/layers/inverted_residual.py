@@ -33,28 +33,33 @@ def make_divisible(value: float, divisor: int = 8, min_value: int | None = None)
 
 
 class SqueezeExcite(nn.Module):
-    """Squeeze-and-excite gate, V3's flavour: `x * hard_sigmoid(W2 relu(W1 mean(x)))`.
+    """Squeeze-and-excite gate: `x * gate(W2 act(W1 mean(x)))`.
 
-    The squeeze width is `make_divisible(channels / 4, 8)`; both 1x1 convolutions are biased and
-    have no BatchNorm. Slim writes the gate as `relu6(x + 3) * 0.16667`; `hard_sigmoid` divides
-    by 6 (a 2e-6 relative difference).
+    V3's flavour (the defaults): the squeeze width is `make_divisible(channels / 4, 8)`, ReLU and
+    a hard sigmoid. Slim writes that gate as `relu6(x + 3) * 0.16667`; `hard_sigmoid` divides by
+    6 (a 2e-6 relative difference). EfficientNet's (Tan & Le 2019) sets `squeeze_channels` (a
+    quarter of the block's input), `act` (the block's SiLU) and `gate=nn.sigmoid`; RegNet-Y's
+    its own width, `gate=nn.sigmoid` and torchvision's names. Both 1x1 convolutions are biased
+    and have no BatchNorm.
     """
 
     conv: ModuleDef
     squeeze_factor: int = 4
-    # Other families' gates: a squeeze width set outright (RegNet-Y's quarter of the block's
-    # input width), the logistic sigmoid (Hu et al.'s), the two layers' names.
-    squeeze_features: int | None = None
+    # Other families' gates: a squeeze width set outright (RegNet-Y's and EfficientNet's quarter
+    # of the block's input width), the block's activation (EfficientNet's SiLU), the logistic
+    # sigmoid (Hu et al.'s), the two layers' names.
+    squeeze_channels: int | None = None
+    act: Callable = nn.relu
     gate: Callable = nn.hard_sigmoid
     layer_names: tuple[str, str] = ("Conv", "Conv_1")
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
-        squeeze = self.squeeze_features or make_divisible(channels / self.squeeze_factor, 8)
+        squeeze = self.squeeze_channels or make_divisible(channels / self.squeeze_factor, 8)
         reduce, expand = self.layer_names
         gate = global_avg_pool(x, keepdims=True)
-        gate = nn.relu(self.conv(squeeze, (1, 1), use_bias=True, name=reduce)(gate))
+        gate = self.act(self.conv(squeeze, (1, 1), use_bias=True, name=reduce)(gate))
         gate = self.gate(self.conv(channels, (1, 1), use_bias=True, name=expand)(gate))
         return x * gate
 
@@ -68,6 +73,13 @@ class InvertedResidual(nn.Module):
     `fused=True` (EdgeTPU) replaces expansion + depthwise by one full kxk strided convolution;
     a fused block without expansion is just the projection, as Slim builds it. `padding` is of
     the kxk convolution (`nets.layers.padding`: 'SAME' as Slim, 'SYMMETRIC' as PyTorch).
+
+    EfficientNet's blocks set `se_ratio`: squeeze-excite to `round(width * (se_ratio /
+    expansion))` channels (timm's rule: a fraction of the block's input), with the block's
+    activation and a sigmoid gate; and `drop_path_rate`: in training (`deterministic=False`,
+    an rng named 'dropout'), the residual branch of each example is dropped with that
+    probability and the kept ones scaled by `1 / (1 - rate)` (stochastic depth, timm's
+    `drop_path`). Blocks without a residual connection have no drop path.
     """
 
     filters: int
@@ -81,6 +93,9 @@ class InvertedResidual(nn.Module):
     fused: bool = False
     residual: bool = True
     padding: PaddingLike = "SAME"
+    se_ratio: float | None = None  # None: V3's squeeze-excite
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -97,8 +112,15 @@ class InvertedResidual(nn.Module):
             width = x.shape[-1]
             x = layer(width, k, act=self.act, strides=s, groups=width, name="depthwise")(x)
         if self.squeeze_excite:
-            x = SqueezeExcite(self.conv, name="squeeze_excite")(x)
+            se = {}
+            if self.se_ratio is not None:
+                squeeze = round(x.shape[-1] * (self.se_ratio / self.expansion))
+                se = {"squeeze_channels": max(squeeze, 1), "act": self.act, "gate": nn.sigmoid}
+            x = SqueezeExcite(self.conv, **se, name="squeeze_excite")(x)
         x = layer(self.filters, 1, name="project")(x)
         if self.residual and s == 1 and channels == self.filters:
+            if self.drop_path_rate:
+                drop = nn.Dropout(self.drop_path_rate, broadcast_dims=(1, 2, 3))
+                x = drop(x, deterministic=self.deterministic)
             x = x + inputs
         return x

@@ -1,0 +1,151 @@
+"""timm's EfficientNet B0-B7 state dicts (`efficientnet_b*`, `tf_efficientnet_b*`), as our
+`nets.efficientnet`.
+
+timm's keys: `conv_stem`, `bn1`, then `blocks.{stage}.{block}`: the first stage's blocks (no
+expansion) are `DepthwiseSeparableConv`s (`conv_dw`, `bn1`, `se`, `conv_pw`, `bn2`), the others
+`InvertedResidual`s (`conv_pw`, `bn1`, `conv_dw`, `bn2`, `se`, `conv_pwl`, `bn3`), with
+squeeze-excite `se.conv_reduce` / `se.conv_expand`; then `conv_head`, `bn2`, `classifier`. Ours
+are the same tree under scope names: `stem`, `blocks_{stage}_{block}/{expand, depthwise,
+squeeze_excite, project}`, `head`, `classifier`. The block kinds are MobileNet's
+(`pretrained/mobilenet.py`), whose tables this module shares.
+
+torchvision's files (`efficientnet_b0` ... `efficientnet_b7`, its names and ours) number the
+layers instead: `features.0.{0,1}` the stem, `features.{stage + 1}.{block}.block.{k}` a block's
+layers in order (expansion where there is one, depthwise, squeeze-excite `fc1` / `fc2`,
+projection; a conv-norm layer `.0` / `.1`), `features.8.{0,1}` the head, `classifier.1` the
+logits. Its squeeze width `max(1, c_in // 4)` is ours for every width a multiple of 4 (all of
+B0-B7's); its head width `4 * c_last` is timm's `round_channels(1280)` at B0-B7's multipliers.
+Those files are told from timm's by their classifier key (`classifier.1.weight`). torchvision's
+B5-B7 were ported from TensorFlow but run with symmetric padding and BatchNorm epsilon 1e-3.
+
+Both of timm's flavours hold the same tensors; they differ in the conventions the weights were
+trained with: timm's own in PyTorch (symmetric padding, BatchNorm epsilon 1e-5), the `tf_` ports
+of the TF checkpoints with TensorFlow's 'SAME' padding and epsilon 1e-3. The registry's two names
+carry those conventions, and loading states them so that a contradicting field raises.
+"""
+
+import flax.linen as nn
+
+from pretrained.convert import Architecture, Layout
+from pretrained.mobilenet import _DEPTHWISE_SEPARABLE, _INVERTED_RESIDUAL, _SQUEEZE_EXCITE
+
+_TOP = {
+    "stem/conv": "conv_stem",
+    "stem/bn": "bn1",
+    "head/conv": "conv_head",
+    "head/bn": "bn2",
+    "classifier": "classifier",
+}
+
+
+def timm_layout(module: nn.Module) -> Layout:
+    """Our module paths -> timm's prefixes, for a built `nets.efficientnet.EfficientNet`: a stage
+    of expansion 1 is timm's depthwise-separable kind (EfficientNet's first), the others its
+    inverted residuals."""
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return _TOP["/".join(path)]
+        _, stage, block = path[0].split("_")
+        expands = module.stages[int(stage)].expansion != 1
+        layers = {**(_INVERTED_RESIDUAL if expands else _DEPTHWISE_SEPARABLE), **_SQUEEZE_EXCITE}
+        return f"blocks.{stage}.{block}.{layers['/'.join(path[1:])]}"
+
+    return source
+
+
+def torchvision_layout(module: nn.Module) -> Layout:
+    """Our module paths -> torchvision's prefixes, for a built `nets.efficientnet.EfficientNet`."""
+    head = len(module.stages) + 1
+    top = {
+        "stem/conv": "features.0.0",
+        "stem/bn": "features.0.1",
+        "head/conv": f"features.{head}.0",
+        "head/bn": f"features.{head}.1",
+        "classifier": "classifier.1",
+    }
+    leaves = {"conv": "0", "bn": "1", "Conv": "fc1", "Conv_1": "fc2"}
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return top["/".join(path)]
+        _, stage, block = path[0].split("_")
+        expands = module.stages[int(stage)].expansion != 1
+        layers = ["expand"] * expands + ["depthwise", "squeeze_excite", "project"]
+        k = layers.index(path[1])
+        return f"features.{int(stage) + 1}.{block}.block.{k}.{leaves[path[2]]}"
+
+    return source
+
+
+# What each architecture's default weights expect, for files without a config.json (timm's
+# pretrained_cfg of the default tag): image size, crop fraction; all are bicubic.
+_INPUTS = {
+    "efficientnet_b0": (224, 0.875),
+    "efficientnet_b1": (240, 0.9),  # ra4_e3600_r240_in1k: inputs in [-1, 1]
+    "efficientnet_b2": (256, 0.875),
+    "efficientnet_b3": (288, 0.875),
+    "efficientnet_b4": (320, 0.875),
+    "efficientnet_b5": (448, 1.0),
+    "efficientnet_b6": (528, 0.942),
+    "efficientnet_b7": (600, 0.949),
+    "tf_efficientnet_b0": (224, 0.875),
+    "tf_efficientnet_b1": (240, 0.882),
+    "tf_efficientnet_b2": (260, 0.89),
+    "tf_efficientnet_b3": (300, 0.904),
+    "tf_efficientnet_b4": (380, 0.922),
+    "tf_efficientnet_b5": (456, 0.934),
+    "tf_efficientnet_b6": (528, 0.942),
+    "tf_efficientnet_b7": (600, 0.949),
+}
+_TF = {"padding": "SAME", "bn_epsilon": 1e-3}
+_TORCH = {"padding": "SYMMETRIC", "bn_epsilon": 1e-5}
+
+
+# torchvision's default weights: (crop size, resize size, interpolation), BatchNorm epsilon.
+_TORCHVISION = {
+    "efficientnet_b0": ((224, 256, "bicubic"), 1e-5),
+    "efficientnet_b1": ((240, 255, "bilinear"), 1e-5),  # IMAGENET1K_V2
+    "efficientnet_b2": ((288, 288, "bicubic"), 1e-5),
+    "efficientnet_b3": ((300, 320, "bicubic"), 1e-5),
+    "efficientnet_b4": ((380, 384, "bicubic"), 1e-5),
+    "efficientnet_b5": ((456, 456, "bicubic"), 1e-3),
+    "efficientnet_b6": ((528, 528, "bicubic"), 1e-3),
+    "efficientnet_b7": ((600, 600, "bicubic"), 1e-3),
+}
+
+
+def _torchvision(name: str) -> Architecture:
+    (crop, resize, interpolation), epsilon = _TORCHVISION[name]
+    return Architecture(
+        name,
+        {"padding": "SYMMETRIC", "bn_epsilon": epsilon},
+        torchvision_layout,
+        head=("classifier",),
+        source_head="classifier.1",
+        preprocessing={
+            "image_size": crop,
+            "crop_fraction": crop / resize,
+            "interpolation": interpolation,
+        },
+    )
+
+
+def _timm(name: str) -> Architecture:
+    size, crop = _INPUTS[name]
+    preprocessing = {"image_size": size, "crop_fraction": crop, "interpolation": "bicubic"}
+    if name == "efficientnet_b1":
+        preprocessing |= {"mean": (0.5,) * 3, "std": (0.5,) * 3}
+    return Architecture(
+        name,
+        _TF if name.startswith("tf_") else _TORCH,
+        timm_layout,
+        head=("classifier",),
+        source_head="classifier",
+        preprocessing=preprocessing,
+        alternatives=(_torchvision(name),) if name in _TORCHVISION else (),
+    )
+
+
+# timm's names, which are ours (and torchvision's: its files are the alternative layout).
+ARCHITECTURES = {name: _timm(name) for name in _INPUTS}

@@ -1,0 +1,162 @@
+"""EfficientNet B0-B7: timm's parameter counts and MACs, compound scaling as fields, the MBConv
+block's squeeze-excite and stochastic depth, and the two conventions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nets_factory
+import nets_summary as summary
+from nets.efficientnet import EfficientNet
+from nets.layers import TORCH, Conv, InvertedResidual, batch_norm
+from tests.helpers import numpy_variables, training_gradients
+
+# timm's counts at 1000 classes (`sum(p.numel() for p in timm.create_model(name).parameters())`,
+# timm's published figures 5.29M ... 66.35M); its tf_ ports have the same.
+# MACs at the default size: what torch's FlopCounterMode counts for timm's model (FLOPs / 2;
+# convolutions and the classifier, as `python -m nets_factory`), equal to the last MAC:
+#   with torch.utils.flop_counter.FlopCounterMode(display=False) as f:
+#       timm.create_model(name).eval()(torch.zeros(1, 3, s, s))
+# The paper's Table 2 rounds them to 0.39, 0.70, 1.0, 1.8, 4.2, 9.9, 19 and 37 B FLOPs (B1, B4
+# and B5 are 0.69, 4.4 and 10.3 by this count, as in torchvision's table).
+TIMM = {
+    "efficientnet_b0": (5_288_548, 385_814_752),
+    "efficientnet_b1": (7_794_184, 686_802_832),
+    "efficientnet_b2": (9_109_994, 993_561_872),
+    "efficientnet_b3": (12_233_232, 1_827_141_392),
+    "efficientnet_b4": (19_341_616, 4_393_771_024),
+    "efficientnet_b5": (30_389_784, 10_266_384_752),
+    "efficientnet_b6": (43_040_704, 19_067_593_536),
+    "efficientnet_b7": (66_347_960, 37_745_884_192),
+}
+# Per variant: the paper's resolution, timm's blocks per stage (its `_scale_stage_depth`, read
+# from the full-size state dicts in tests/fixtures/state_dicts/efficientnet.txt), stem and head.
+SCALES = {
+    "efficientnet_b0": (224, (1, 2, 2, 3, 3, 4, 1), 32, 1280),
+    "efficientnet_b1": (240, (2, 3, 3, 4, 4, 5, 2), 32, 1280),
+    "efficientnet_b2": (260, (2, 3, 3, 4, 4, 5, 2), 32, 1408),
+    "efficientnet_b3": (300, (2, 3, 3, 5, 5, 6, 2), 40, 1536),
+    "efficientnet_b4": (380, (2, 4, 4, 6, 6, 8, 2), 48, 1792),
+    "efficientnet_b5": (456, (3, 5, 5, 7, 7, 9, 3), 48, 2048),
+    "efficientnet_b6": (528, (3, 6, 6, 8, 8, 11, 3), 56, 2304),
+    "efficientnet_b7": (600, (4, 7, 7, 10, 10, 13, 4), 64, 2560),
+}
+SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}  # the parity fixtures' scale
+
+
+@pytest.mark.parametrize("name", sorted(TIMM))
+@pytest.mark.parametrize("prefix", ["", "tf_"])
+def test_timm_parameter_counts_and_macs(name, prefix):
+    # The sizes `python -m nets_factory` lists, which the registry tests measure
+    # (tests/test_nets_factory.py::test_shapes_and_end_points): tracing all sixteen again here
+    # would double the family's test time.
+    size, params, macs = summary.recorded_sizes()[prefix + name]
+    assert (params, macs) == TIMM[name] and size == SCALES[name][0]
+
+
+@pytest.mark.parametrize("name", sorted(SCALES))
+def test_compound_scaling_is_timms(name):
+    size, repeats, stem, head = SCALES[name]
+    fn = nets_factory.get_network_fn(name, 1000)
+    assert fn.default_image_size == size
+    module = fn.module
+    assert tuple(module.repeats(stage) for stage in module.stages) == repeats
+    assert (module.width(module.stem_filters), module.width(module.head_filters)) == (stem, head)
+    # One module, scaled by fields: the registry holds no copies of the table.
+    assert type(module) is EfficientNet and module.stages is EfficientNet.stages
+
+
+def test_tf_names_carry_tensorflows_conventions():
+    ours = nets_factory.get_network_fn("efficientnet_b3", 10).module
+    tf = nets_factory.get_network_fn("tf_efficientnet_b3", 10).module
+    assert (ours.padding, ours.bn_epsilon, ours.bn_momentum) == ("SYMMETRIC", 1e-5, 0.9)
+    assert (tf.padding, tf.bn_epsilon, tf.bn_momentum) == ("SAME", 1e-3, 0.99)
+    assert (tf.width_multiplier, tf.depth_multiplier) == (ours.width_multiplier, 1.4)
+
+
+def test_squeeze_excite_squeezes_a_quarter_of_the_block_input():
+    fn = nets_factory.get_network_fn("efficientnet_b0", 1000)
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    se = lambda block: params[block]["squeeze_excite"]["Conv"]["kernel"].shape  # noqa: E731
+    # Block input 32 (no expansion) -> 8; input 16 expanded to 96 -> 4; 192 -> 1152 -> 48.
+    assert se("blocks_0_0") == (1, 1, 32, 8)
+    assert se("blocks_1_0") == (1, 1, 96, 4)
+    assert se("blocks_6_0") == (1, 1, 1152, 48)
+    assert "expand" not in params["blocks_0_0"] and "expand" in params["blocks_1_0"]
+
+
+def small(**kw):
+    return nets_factory.get_network_fn("efficientnet_b0", **{"num_classes": 10, **SMALL, **kw})
+
+
+def test_end_points_per_stage_and_features_mode():
+    fn = small(num_classes=0)
+    images = jax.ShapeDtypeStruct((2, 54, 54, 3), jnp.float32)
+    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    features, end_points = jax.eval_shape(fn.apply, variables, images)
+    assert features.shape == (2, 320) and "logits" not in end_points
+    sides = [end_points[f"blocks_{s}"].shape[1] for s in range(7)]
+    assert end_points["stem"].shape[1] == 27 and sides == [27, 14, 7, 4, 4, 2, 2]
+    assert end_points["head"].shape == (2, 2, 2, 320)
+    assert end_points["global_pool"].shape == (2, 1, 1, 320)
+
+
+def test_gradient_reaches_every_parameter_and_bfloat16_keeps_float32_params():
+    fn = small(is_training=True, drop_path_rate=0.2)
+    images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
+    grads, _ = training_gradients(fn, variables, images, {"dropout": jax.random.key(2)})
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
+
+    evaluate = small()
+    reference, _ = jax.jit(evaluate.apply)(variables, images)
+    half = small(dtype=jnp.bfloat16)
+    logits, end_points = jax.jit(half.apply)(variables, images)
+    assert logits.dtype == end_points["blocks_3"].dtype == jnp.bfloat16
+    bf16_variables = jax.eval_shape(half.init, jax.random.key(0), images)
+    assert {leaf.dtype for leaf in jax.tree.leaves(bf16_variables)} == {jnp.dtype(jnp.float32)}
+    np.testing.assert_allclose(np.float32(logits), reference, atol=0.1, rtol=0.1)
+
+
+def test_drop_path_drops_whole_examples_of_the_residual_branch():
+    block = InvertedResidual(
+        16,
+        6,
+        conv=Conv,
+        norm=batch_norm(TORCH, False, jnp.float32),
+        act=jax.nn.silu,
+        squeeze_excite=True,
+        se_ratio=0.25,
+        drop_path_rate=0.5,
+        deterministic=False,
+    )
+    x = jnp.broadcast_to(jax.random.normal(jax.random.key(0), (1, 5, 5, 16)), (64, 5, 5, 16))
+    variables = numpy_variables(jax.eval_shape(block.init, jax.random.key(1), x[:1]))
+    out = block.apply(variables, x, rngs={"dropout": jax.random.key(2)})
+    kept = block.clone(drop_path_rate=0.0).apply(variables, x)
+    branch = np.asarray(kept - x)
+    assert np.abs(branch).max() > 0.1
+    # Each example is its input (branch dropped) or its input plus twice the branch (kept,
+    # scaled by 1 / (1 - 0.5)); both occur.
+    dropped = np.all(np.isclose(out, x, atol=1e-6), axis=(1, 2, 3))
+    doubled = np.all(np.isclose(out, x + 2 * branch, atol=1e-5), axis=(1, 2, 3))
+    assert np.all(dropped ^ doubled) and 0 < dropped.sum() < 64
+    np.testing.assert_array_equal(block.clone(deterministic=True).apply(variables, x), kept)
+
+
+def test_multipliers_must_be_positive():
+    fn = small(width_multiplier=0)
+    with pytest.raises(ValueError, match=r"^width_multiplier must be positive, got 0"):
+        jax.eval_shape(fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), "f4"))
+    fn = small(drop_path_rate=1.0)
+    with pytest.raises(ValueError, match=r"^drop_path_rate must be in \[0, 1\), got 1.0"):
+        jax.eval_shape(fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), "f4"))
+
+
+def test_default_image_size_is_a_field():
+    fn = nets_factory.get_network_fn("efficientnet_b0", 10, default_image_size=256)
+    assert fn.default_image_size == 256
+    assert nets_factory.get_network_fn("efficientnet_b0", 10).default_image_size == 224

@@ -1,0 +1,137 @@
+"""load_pretrained for EfficientNet: parity with timm's `efficientnet_b0` and `tf_efficientnet_b0`
+classes on fixtures made by tools/fixtures_efficientnet.py, each convention shown to matter, and
+timm's layout of both block kinds."""
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import nets_factory
+from pretrained import WeightFileError, architectures, convert
+from tests.test_pretrained import FIXTURES, expected, relative_error
+from tests.test_pretrained_mobilenet import assert_each_convention_matters
+
+# timm's `_gen_efficientnet(..., channel_multiplier=0.25, depth_multiplier=0.5)`.
+SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}
+# torchvision's (`tv_efficientnet`) loads into B5, whose torchvision files have epsilon 1e-3.
+PARITY = {
+    "efficientnet": "efficientnet_b0",
+    "efficientnet_tf": "tf_efficientnet_b0",
+    "tv_efficientnet": "efficientnet_b5",
+}
+
+
+def load(case, **kw):
+    return nets_factory.load_pretrained(PARITY[case], FIXTURES / "parity" / case, **{**SMALL, **kw})
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    network_fn, variables = load(case)
+    reference = expected(case)
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert "predictions" in end_points and network_fn.pretrained.source == PARITY[case]
+
+    # Each convention matters: under the other padding, or the other epsilon alone, the same
+    # weights compute another function.
+    tensors = load_file(FIXTURES / "parity" / case / "model.safetensors")
+    arch = convert.for_keys(architectures.ARCHITECTURES[PARITY[case]], tensors)
+    assert_each_convention_matters(arch, SMALL, variables, reference)
+
+
+def test_the_architecture_sets_the_conventions():
+    tf_fn, _ = load("efficientnet_tf")
+    assert (tf_fn.module.padding, tf_fn.module.bn_epsilon) == ("SAME", 1e-3)
+    # A tf_ file under timm's own name would compute another function: its config.json says so.
+    message = r"is for 'tf_efficientnet_b0', not 'efficientnet_b0'"
+    with pytest.raises(WeightFileError, match=message):
+        nets_factory.load_pretrained(
+            "efficientnet_b0", FIXTURES / "parity" / "efficientnet_tf", **SMALL
+        )
+    with pytest.raises(ValueError, match=r"trained with padding='SYMMETRIC'; padding='SAME'"):
+        load("efficientnet", padding="SAME")
+
+
+def test_torchvision_files_carry_their_conventions():
+    network_fn, _ = load("tv_efficientnet")
+    assert (network_fn.module.padding, network_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-3)
+    assert network_fn.pretrained.image_size == 456 and network_fn.pretrained.crop_fraction == 1
+    b0 = architectures.ARCHITECTURES["efficientnet_b0"].alternatives[0]
+    assert b0.convention == {"padding": "SYMMETRIC", "bn_epsilon": 1e-5}
+    assert b0.preprocessing["crop_fraction"] == 224 / 256
+
+
+def test_preprocessing_without_a_config_is_timms_default():
+    arch = architectures.ARCHITECTURES["tf_efficientnet_b3"]
+    assert arch.preprocessing == {
+        "image_size": 300,
+        "crop_fraction": 0.904,
+        "interpolation": "bicubic",
+    }
+
+
+# Our module path -> timm's prefix: the first stage's depthwise-separable blocks (conv_dw, bn1,
+# se, conv_pw, bn2), the inverted residuals (conv_pw, bn1, conv_dw, bn2, se, conv_pwl, bn3).
+LAYOUT = {
+    ("stem", "conv"): "conv_stem",
+    ("stem", "bn"): "bn1",
+    ("blocks_0_1", "depthwise", "bn"): "blocks.0.1.bn1",
+    ("blocks_0_1", "project", "conv"): "blocks.0.1.conv_pw",
+    ("blocks_0_0", "squeeze_excite", "Conv"): "blocks.0.0.se.conv_reduce",
+    ("blocks_3_4", "expand", "conv"): "blocks.3.4.conv_pw",
+    ("blocks_3_4", "depthwise", "bn"): "blocks.3.4.bn2",
+    ("blocks_5_5", "squeeze_excite", "Conv_1"): "blocks.5.5.se.conv_expand",
+    ("blocks_6_1", "project", "bn"): "blocks.6.1.bn3",
+    ("head", "conv"): "conv_head",
+    ("head", "bn"): "bn2",
+    ("classifier",): "classifier",
+}
+
+
+# torchvision numbers each block's layers: the first stage has no expansion, so its
+# squeeze-excite is layer 1 and its projection layer 2; B3's head is `features.8`.
+TORCHVISION_LAYOUT = {
+    ("stem", "bn"): "features.0.1",
+    ("blocks_0_1", "depthwise", "conv"): "features.1.1.block.0.0",
+    ("blocks_0_1", "squeeze_excite", "Conv_1"): "features.1.1.block.1.fc2",
+    ("blocks_0_1", "project", "bn"): "features.1.1.block.2.1",
+    ("blocks_3_4", "expand", "bn"): "features.4.4.block.0.1",
+    ("blocks_3_4", "squeeze_excite", "Conv"): "features.4.4.block.2.fc1",
+    ("blocks_6_1", "project", "conv"): "features.7.1.block.3.0",
+    ("head", "conv"): "features.8.0",
+    ("classifier",): "classifier.1",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "alternative", "keys"),
+    [("tf_efficientnet_b3", False, LAYOUT), ("efficientnet_b3", True, TORCHVISION_LAYOUT)],
+)
+def test_layouts_name_both_block_kinds_and_the_head(name, alternative, keys):
+    module = nets_factory.get_network_fn(name, 1000).module
+    arch = architectures.ARCHITECTURES[name]
+    layout = (arch.alternatives[0] if alternative else arch).layout(module)
+    assert {path: layout(path) for path in keys} == keys
+
+
+def test_a_file_of_another_scale_names_the_tensor_that_does_not_fit():
+    message = (
+        r"'blocks.0.0.bn1.running_mean' has shape \(8,\); "
+        r"batch_stats/blocks_0_0/depthwise/bn/mean needs \(16,\)"
+    )
+    with pytest.raises(WeightFileError, match=message):
+        load("efficientnet", width_multiplier=0.5)
+    with pytest.raises(WeightFileError, match=r"no tensor 'blocks.1.1.bn2.running_mean'"):
+        load("efficientnet", depth_multiplier=1.0)
+
+
+def test_pretrained_weights_fine_tune_with_a_new_head():
+    network_fn, variables = load("efficientnet", num_classes=3, is_training=True)
+    assert variables["params"]["classifier"]["kernel"].shape == (320, 3)
+    tensors = load_file(FIXTURES / "parity" / "efficientnet" / "model.safetensors")
+    kernel = np.asarray(variables["params"]["blocks_1_0"]["depthwise"]["conv"]["kernel"])
+    np.testing.assert_array_equal(
+        kernel, tensors["blocks.1.0.conv_dw.weight"].astype(np.float32).transpose(2, 3, 1, 0)
+    )

@@ -1,0 +1,58 @@
+"""Parity fixtures of the EfficientNet family (see tools/parity.py for how to run it).
+
+Each case is timm's own `EfficientNet`, built by `_gen_efficientnet` exactly as the full-size
+networks are, at channel multiplier 0.25 and depth multiplier 0.5: B0's seven stages with
+repeats 1, 1, 1, 2, 2, 2, 1 (so residual blocks with squeeze-excite occur) and widths 8-80, head
+320. `efficientnet` has timm's own conventions (symmetric padding, BatchNorm epsilon 1e-5),
+`efficientnet_tf` those of the TF ports (`tf_efficientnet_b0`: 'SAME', 1e-3). Images of 54 px
+make the stride-2 layers see both even and odd maps (54 -> 27 -> 14 -> 7 -> 4 -> 2).
+`tv_efficientnet` is torchvision's `EfficientNet` (`torchvision_efficientnet.py` rebuilds it:
+torchvision is not installed here) at the same multipliers, with B5-B7's epsilon 1e-3, 50 px.
+"""
+
+import torchvision_efficientnet as tv  # torchvision's modules, rebuilt
+from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from timm.models.efficientnet import _gen_efficientnet  # noqa: E402
+
+SMALL = {"channel_multiplier": 0.25, "depth_multiplier": 0.5, "num_classes": 10}
+TF = {"pad_type": "same", "bn_eps": 1e-3}  # what timm's tf_efficientnet_b* functions add
+
+# name -> (architecture in config.json, the small timm network, image size); the tests hold the
+# matching `load_pretrained` keyword arguments.
+CASES = {
+    "efficientnet": (
+        "efficientnet_b0",
+        lambda: _gen_efficientnet("efficientnet_b0", **SMALL),
+        54,
+    ),
+    "efficientnet_tf": (
+        "tf_efficientnet_b0",
+        lambda: _gen_efficientnet("tf_efficientnet_b0", **SMALL, **TF),
+        54,
+    ),
+    "tv_efficientnet": (
+        "efficientnet_b5",
+        lambda: tv.EfficientNet(0.25, 0.5, bn_eps=1e-3, num_classes=10),
+        50,
+    ),
+}
+
+# Full-size networks whose state-dict index (keys and shapes) the tests convert: every scale of
+# the TF ports (each width and depth rounding), and two of timm's own (the same keys).
+FULL_SIZE = [
+    "efficientnet_b0",
+    "efficientnet_b3",
+    *(f"tf_efficientnet_b{i}" for i in range(8)),
+]
+
+
+if __name__ == "__main__":
+    for case, (arch, build, size) in CASES.items():
+        write_case(case, arch, build, size)
+    write_index("efficientnet", FULL_SIZE)
+    # torchvision's files, the alternative key layout of our (and timm's) names.
+    write_index(
+        "torchvision_efficientnet",
+        [f"efficientnet_b{i} torchvision" for i in (0, 3, 7)],
+        lambda name: tv.create_model(name.split(" ")[0]),
+    )

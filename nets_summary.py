@@ -7,7 +7,7 @@ products count (`nets.layers.DotProductAttention`: `q k^T` and `attention v`) de
 a static `macs(*args)` of its call's arguments. Pooling, normalisation, softmax and activations
 are not counted (the convention of the published GMAC tables: fvcore's, which timm's use).
 
-Tracing all 63 networks takes minutes, so the listing reads their figures at 1000 classes and
+Tracing every network takes minutes, so the listing reads their figures at 1000 classes and
 the default size from `nets/sizes.tsv`, which the registry tests compare with a live trace of
 every network; `python -m nets_factory --update-sizes [NAME ...]` rewrites it (or those
 networks' rows) after a change to `nets/`.

@@ -12,6 +12,7 @@ import pytest
 
 import nets_factory
 import nets_summary as summary
+from nets import efficientnet
 from tests import variable_trees
 from tests.helpers import numpy_variables
 
@@ -45,39 +46,56 @@ def test_registry_is_partials_of_linen_modules():
         assert isinstance(ctor.func.default_image_size, int), name
 
 
-@pytest.mark.parametrize("name", ALL_NETWORKS)
+# timm's TF ports of EfficientNet are their twins under TensorFlow's padding and BatchNorm
+# settings, which change no shape: traced once, under the twin's name (test_tf_ports_*).
+TRACED = [name for name in ALL_NETWORKS if not name.startswith("tf_efficientnet_")]
+
+
+@pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
-    # Slim's nets_factory_test: a batch of 5 at the default size gives logits [5, 1000].
+    # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
+    # graph, auxiliary heads included.
     fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
     images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     assert "params" in variables
     assert_tree_is_the_snapshots(name, variables)
-    kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
-    (logits, end_points), _ = jax.eval_shape(lambda v, x: fn.apply(v, x, **kw), variables, images)
-    assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
-    assert len(end_points) >= 6, sorted(end_points)  # and one entry per stage at least
-    assert logits.shape == end_points["logits"].shape == (5, 1000)
-    features = end_points["pre_logits"]
-    assert features.ndim == 2 and features.shape[0] == 5
 
     # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits; its
     # size, parameters and MACs are those `python -m nets_factory` lists (nets/sizes.tsv).
     eval_fn = nets_factory.get_network_fn(name, num_classes=1000)
     measured = summary.profile(eval_fn, variables=variables)
-    assert measured.end_points["logits"] == (1, 1000) and "aux_logits" not in measured.end_points
+    end_points = measured.end_points
+    assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
+    assert len(end_points) >= 6, sorted(end_points)  # and one entry per stage at least
+    assert end_points["logits"] == (1, 1000) and "aux_logits" not in end_points
+    features = end_points["pre_logits"]
+    assert len(features) == 2
     for alias in ALIASES[name]:
         recorded = summary.recorded_sizes()[alias]
         assert recorded == (measured.image_size, measured.params, measured.macs), alias
 
-    # num_classes=0: no logits layer; the output is the pooled feature vector. (The variables
-    # above carry a head that this network ignores; test_features_mode_* checks its init.)
+    # num_classes=0, in training: no logits layer, no auxiliary head; the output is the pooled
+    # feature vector. (The variables carry a head that this network ignores;
+    # test_features_mode_* checks its init.)
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True)
+    kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (feats, feat_points), _ = jax.eval_shape(
         lambda v, x: feat_fn.apply(v, x, **kw), variables, images
     )
-    assert feats.shape == features.shape and "logits" not in feat_points
+    assert feats.shape == (5, features[1]) and "logits" not in feat_points
     assert "aux_logits" not in feat_points
+
+
+def test_tf_ports_are_their_twins_under_tensorflows_settings():
+    snapshot, sizes = variable_trees.load(), summary.recorded_sizes()
+    for i in range(8):
+        port, twin = f"tf_efficientnet_b{i}", f"efficientnet_b{i}"
+        ported, own = nets_factory.networks_map[port], nets_factory.networks_map[twin]
+        assert ported.func is own.func
+        assert ported.keywords == {**own.keywords, **efficientnet.TF_CONVENTIONS}
+        assert snapshot[port] == snapshot[twin] and sizes[port] == sizes[twin]
+    assert set(efficientnet.TF_CONVENTIONS) == {"padding", "bn_epsilon", "bn_momentum"}
 
 
 def assert_tree_is_the_snapshots(name, variables):

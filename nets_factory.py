@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import nets_nnx
 import pretrained
 from nets import (
     alexnet,
@@ -342,6 +343,8 @@ def check_shared_arguments(
 # The door's second entry, defined beside the weight converters: published weights into networks
 # of the registry (`load_pretrained('resnet50', path)`).
 load_pretrained = pretrained.load
+# And a network with its variables as a Flax NNX module (`to_nnx(network_fn, variables)`).
+to_nnx = nets_nnx.to_nnx
 
 
 if __name__ == "__main__":

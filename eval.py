@@ -36,10 +36,9 @@ def main(argv):
     from training.errors import UserError
 
     try:
-        if bool(_WORKDIR.value) == bool(_WEIGHTS.value):
-            raise UserError("give --workdir (a training run) or --weights with --model, not both")
+        cli.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         if _WEIGHTS.value:
-            if not (_MODEL.value and _CONFIG.value):
+            if not _CONFIG.value:
                 raise UserError("--weights needs --model and --config (the data to evaluate on)")
             cfg = config.load(Path(_CONFIG.value), _SET.value)
             records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]

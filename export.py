@@ -38,11 +38,8 @@ def main(argv):
     from training.errors import UserError
 
     try:
-        if bool(_WORKDIR.value) == bool(_WEIGHTS.value):
-            raise UserError("give --workdir (a training run) or --weights with --model, not both")
+        cli.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         if _WEIGHTS.value:
-            if not _MODEL.value:
-                raise UserError("--weights needs --model (the network the weights are for)")
             network = sources.from_weights(_MODEL.value, _WEIGHTS.value)
         else:
             network = sources.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)

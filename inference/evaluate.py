@@ -56,9 +56,7 @@ class Evaluator:
         """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
         of the weights when the run kept one and `ema` is set, as the run's evaluation did)."""
         started = time.perf_counter()
-        folder = self.workdir / "checkpoints" / str(step)
-        if not (folder / "state").is_dir():
-            raise UserError(f"--step {step}: {self.workdir} has no checkpoint {step}")
+        folder = sources.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
         metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh)
         return {

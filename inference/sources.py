@@ -40,9 +40,7 @@ def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True)
     kept one and `ema` is set, as the run's own evaluation used)."""
     workdir = Path(workdir).expanduser()
     cfg = run_config(workdir)
-    where = workdir if step is None else workdir / "checkpoints" / str(step)
-    if step is not None and not where.is_dir():
-        raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
+    where = workdir if step is None else checkpoint_folder(workdir, step)
     variables = checkpoint.load_variables(where, use_ema=ema)
     model, data = cfg.model, cfg.data
     network_fn = loop.network_fns(model, model.num_classes).eval
@@ -50,6 +48,14 @@ def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True)
         raise UserError(f"{workdir}/config.yaml: data.image_size, mean and std must be resolved")
     inputs = Inputs(data.image_size, len(data.mean), tuple(data.mean), tuple(data.std))
     return Network(network_fn, variables, inputs, f"{where} ({model.name})")
+
+
+def checkpoint_folder(workdir: Path, step: int) -> Path:
+    """The folder of the run's checkpoint `step`; a one-line error when it has none."""
+    folder = workdir / "checkpoints" / str(step)
+    if not (folder / "state").is_dir():
+        raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
+    return folder
 
 
 def run_config(workdir: Path) -> config.Config:

@@ -28,7 +28,8 @@ def numpy_variables(abstract_variables, seed: int = 0):
 
 
 # A digits run small enough to train in a test: ResNet-20 with one block per stage, 4 filters.
-TINY_RUN = ["model.kwargs={stage_sizes: [1, 1], num_filters: 4}", "train.steps=3"]
+TINY_NETWORK = "model.kwargs={stage_sizes: [1, 1], num_filters: 4}"
+TINY_RUN = [TINY_NETWORK, "train.steps=3"]
 
 
 def train_tiny_run(workdir, *overrides: str):

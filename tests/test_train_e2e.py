@@ -25,12 +25,13 @@ import pytest
 import yaml
 
 import nets_factory
+from tests.helpers import TINY_NETWORK
 from training.workdir import LOCK_FILE
 
 ROOT = Path(__file__).parent.parent
 STEPS = 12
 TINY = [
-    "model.kwargs={stage_sizes: [1, 1], num_filters: 4}",
+    TINY_NETWORK,
     "data.batch_size=32",
     "data.eval_batch_size=120",
     f"train.steps={STEPS}",

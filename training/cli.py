@@ -2,6 +2,8 @@
 
 from absl import app, flags, logging
 
+from training.errors import UserError
+
 
 def start(argv: list[str]) -> None:
     """Refuses positional arguments, and keeps orbax's info-level logs (a line per checkpoint
@@ -10,3 +12,12 @@ def start(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
+
+
+def check_source(workdir: str | None, weights: str | None, model: str | None) -> None:
+    """eval.py's and export.py's network: a training run (`--workdir`) or published weights
+    (`--weights` with `--model`), one of the two."""
+    if bool(workdir) == bool(weights):
+        raise UserError("give --workdir (a training run) or --weights with --model, not both")
+    if weights and not model:
+        raise UserError("--weights needs --model (the network the weights are for)")

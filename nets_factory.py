@@ -16,6 +16,7 @@ import difflib
 import functools
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -47,6 +48,8 @@ from nets import (
     vgg,
     vit,
 )
+from nets import features as pyramid
+from nets.features import FeatureInfo
 
 networks_map: dict[str, functools.partial] = {
     # ResNet v1.5 (Flax ImageNet example, torchvision).
@@ -224,6 +227,50 @@ class NetworkFn:
         """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax."""
         self._check_images(images, train=self.is_training)
         return self.module.apply(variables, images, train=self.is_training, **kwargs)
+
+    @functools.cached_property
+    def feature_info(self) -> tuple[FeatureInfo, ...]:
+        """The feature pyramid: each stage's end_point, stride and channels, shallowest first
+        (timm's `feature_info`; `nets.features`). Channels come from one abstract trace at the
+        default image size (`jax.eval_shape`: no compute, no memory), made once."""
+        size = self.default_image_size
+        images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+        rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+        (_, end_points), _ = jax.eval_shape(
+            functools.partial(self.module.init_with_output, train=False), rngs, images
+        )
+        shapes = {name: x.shape for name, x in end_points.items()}
+        return pyramid.feature_info(self.module.feature_strides(), shapes)
+
+    def features(
+        self,
+        variables: dict[str, Any],
+        images: jax.Array,
+        names: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The feature pyramid's maps `{end_point: [batch, h, w, c]}` for `images`, all levels of
+        `feature_info` or those `names`; transformers' token sequences become maps on the patch
+        grid. With `mutable=`, `(maps, updated collections)`, as `apply`.
+
+        The layers after the deepest level still run (under `jax.jit`, XLA drops those whose
+        output nothing uses; in training, BatchNorm statistics keep them alive). For a backbone
+        without a classifier, build the network with `num_classes=0`.
+        """
+        strides = self.module.feature_strides()
+        names = list(strides) if names is None else list(names)
+        for name in names:
+            if name not in strides:
+                raise ValueError(
+                    f"{name!r} is not a level of {self.name}'s feature pyramid; its levels are "
+                    f"{', '.join(strides)} (other end_points: apply's second output)"
+                )
+        out = self.apply(variables, images, **kwargs)
+        (_, end_points), updates = out if kwargs.get("mutable") else (out, None)
+        maps = {
+            name: pyramid.as_map(end_points[name], strides[name], images.shape) for name in names
+        }
+        return (maps, updates) if kwargs.get("mutable") else maps
 
     def regularization_loss(self, params: dict[str, Any]) -> jax.Array | float:
         """Slim's L2 penalty: `weight_decay * 0.5 * sum(w**2)` over every conv and dense kernel."""

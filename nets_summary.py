@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 import nets_factory
+from nets import features
 from pretrained.architectures import ARCHITECTURES
 
 
@@ -139,6 +140,11 @@ def describe(name: str) -> str:
         lines.append(f"  {field} = {_show(getattr(fn.module, field))}")
     lines.append(f"end_points at {p.image_size}x{p.image_size}, batch 1:")
     lines += [f"  {point:<28}{shape}" for point, shape in p.end_points.items()]
+    levels = features.feature_info(fn.module.feature_strides(), p.end_points)
+    lines.append(
+        "feature pyramid (NetworkFn.feature_info): "
+        + ", ".join(f"{level.name} /{level.stride} {level.channels}" for level in levels)
+    )
     lines.append(f"parameters at 1000 classes: {p.params:,}   GMACs: {p.macs / 1e9:.2f}")
     sources = weight_sources(name)
     lines.append(

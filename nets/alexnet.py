@@ -55,6 +55,10 @@ class AlexNet(nn.Module):
         """conv1 (11x11/4) and the three 3x3/2 'VALID' max pools: 67 (Slim), 63 (torchvision)."""
         return smallest_input([(11, 4, 2 * self.conv1_padding)] + [(3, 2, 0)] * 3)
 
+    def feature_strides(self) -> dict[str, int]:
+        """The last map before each pool, and the last pool (timm's choice for VGG)."""
+        return {"conv1": 4, "conv2": 8, "conv5": 16, "pool5": 32}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         unknown = set(self.dropout_inputs) - set(_HEAD_LAYERS)

@@ -63,6 +63,10 @@ class CifarNet(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
 
+    def feature_strides(self) -> dict[str, int]:
+        """The last map before each pool, and the last pool (timm's choice for VGG)."""
+        return {"conv1": 1, "conv2": 2, "pool2": 4}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, kernel_size=(5, 5), padding="SAME", dtype=self.dtype)

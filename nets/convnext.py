@@ -113,6 +113,10 @@ class ConvNeXt(nn.Module):
         """The 4x4/4 stem and a 2x2/2 downsampling per later stage, all 'VALID': 32 for four."""
         return smallest_input([(4, 4, 0)] + [(2, 2, 0)] * (len(self.depths) - 1))
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: each stage's output, from the stride-4 stem."""
+        return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         if len(self.depths) != len(self.widths) or not self.depths:

@@ -12,8 +12,9 @@ Submodules carry torchvision's names (`conv0`, `norm0`, `denseblock1/denselayer1
 `transition1/conv`, `norm5`, `classifier`), so its weights map one-to-one. Differences from timm:
 none in the function; timm's extra options (deep stems, anti-aliased pools, dropout after each
 layer) are left out, and dropout before the classifier is `dropout_rate` (0, as both libraries'
-weights were trained). End points: `stem` (after the max pool), `denseblock1`..`denseblock4`
-(each block's output, before its transition; `denseblock4` before `norm5`), `pre_logits`.
+weights were trained). End points: `norm0` (the stem convolution's activations), `stem` (after
+the max pool), `denseblock1`..`denseblock4` (each block's output, before its transition;
+`denseblock4` before `norm5`), `norm5` (after the last BatchNorm and ReLU), `pre_logits`.
 """
 
 from collections.abc import Callable, Sequence
@@ -120,6 +121,12 @@ class DenseNet(nn.Module):
         transitions = [(2, 2, 0)] * (len(self.block_config) - 1)
         return smallest_input([(7, 2, 6), (3, 2, 2), *transitions])
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's: the stem's `norm0`, the dense blocks, the last one through `norm5`."""
+        n = len(self.block_config)
+        blocks = [(f"denseblock{i + 1}", 2 ** (i + 2)) for i in range(n - 1)]
+        return {"norm0": 2, **dict(blocks), "norm5": 2 ** (n + 1)}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)
@@ -129,7 +136,7 @@ class DenseNet(nn.Module):
 
         features = self.num_init_features or 2 * self.growth_rate
         x = conv(features, (7, 7), (2, 2), padding=3, name="conv0")(jnp.asarray(x, self.dtype))
-        x = self.act(norm(name="norm0")(x))
+        x = end_points["norm0"] = self.act(norm(name="norm0")(x))
         x = end_points["stem"] = max_pool(x, (3, 3), strides=(2, 2), padding=1)
 
         for i, num_layers in enumerate(self.block_config):
@@ -139,7 +146,7 @@ class DenseNet(nn.Module):
             end_points[f"denseblock{i + 1}"] = x
             if i < len(self.block_config) - 1:
                 x = Transition(x.shape[-1] // 2, **layer_args, name=f"transition{i + 1}")(x)
-        x = self.act(norm(name="norm5")(x))
+        x = end_points["norm5"] = self.act(norm(name="norm5")(x))
 
         x = global_avg_pool(x)
         return classify(

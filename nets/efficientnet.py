@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax.numpy as jnp
 
+from nets.features import cumulative_strides, deepest_per_stride
 from nets.layers import (
     BatchNormConvention,
     Conv,
@@ -106,6 +107,12 @@ class EfficientNet(nn.Module):
     def repeats(self, stage: StageDef) -> int:
         """timm's `_scale_stage_depth` for a stage of one block kind: `ceil(n * depth)`."""
         return int(math.ceil(stage.repeats * self.depth_multiplier))
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the deepest stage at each stride, not the head convolution."""
+        names = [f"blocks_{s}" for s in range(len(self.stages))]
+        levels = cumulative_strides(names, [s.strides for s in self.stages], 2)
+        return deepest_per_stride([("stem", 2), *levels])
 
     @nn.compact
     def __call__(self, x, train: bool = True):

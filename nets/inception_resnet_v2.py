@@ -149,6 +149,7 @@ class InceptionResnetV2(ThinnableInception):
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_5b`,
     `Mixed_6a`, `PreAuxLogits`, `Mixed_7a`, `Conv2d_7b_1x1`) plus `stem` (`MaxPool_5a_3x3`),
+    `Repeat` (the ten 35x35 residual blocks' output, the 35x35 grid's last map),
     `pre_logits`, `logits`, `predictions`, and in training `aux_logits`, Slim's `AuxLogits` head
     on `PreAuxLogits` (`create_aux_logits`; `init` creates its parameters whatever the mode, so
     train and eval variables match). Dropout (keep_prob 0.8) precedes the fully connected
@@ -172,6 +173,16 @@ class InceptionResnetV2(ThinnableInception):
         map on the 17x17 grid: 107 pixels (75 without it)."""
         return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the deepest map at each stride."""
+        return {
+            "Conv2d_2b_3x3": 2,
+            "Conv2d_4a_3x3": 4,
+            "Repeat": 8,
+            "PreAuxLogits": 16,
+            "Conv2d_7b_1x1": 32,
+        }
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         b = self.builder(train)
@@ -182,7 +193,7 @@ class InceptionResnetV2(ThinnableInception):
             return y
 
         block35 = functools.partial(ResidualBlock, _BLOCK35, b, scale=0.17)
-        x = Repeat(block35, 10, "block35", name="Repeat")(x)
+        x = record("Repeat", Repeat(block35, 10, "block35", name="Repeat")(x))
         x = record("Mixed_6a", _MIXED_6A(x, b))
         block17 = functools.partial(ResidualBlock, _BLOCK17, b, scale=0.10)
         x = record("PreAuxLogits", Repeat(block17, 20, "block17", name="Repeat_1")(x))

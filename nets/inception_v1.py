@@ -103,6 +103,16 @@ class InceptionV1(ThinnableInception):
 
     default_image_size: ClassVar[int] = 224
 
+    def feature_strides(self) -> dict[str, int]:
+        """The deepest map at each stride (`nets.features`)."""
+        return {
+            "Conv2d_1a_7x7": 2,
+            "Conv2d_2c_3x3": 4,
+            "Mixed_3c": 8,
+            "Mixed_4f": 16,
+            "Mixed_5c": 32,
+        }
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         return self.forward(_INCEPTION_V1, x, train, "MaxPool_3a_3x3", "Conv2d_0c_1x1")
@@ -185,6 +195,10 @@ class GoogLeNet(nn.Module):
     conv: ModuleDef = Conv
     depth_multiplier: float = 1.0
     min_depth: int = 16
+
+    def feature_strides(self) -> dict[str, int]:
+        """The deepest map at each stride (`nets.features`)."""
+        return {"conv1": 2, "conv3": 4, "inception3b": 8, "inception4e": 16, "inception5b": 32}
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -147,6 +147,16 @@ class InceptionV3(ThinnableInception):
         map on the 17x17 grid: 107 pixels (75 without it)."""
         return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the deepest map at each stride."""
+        return {
+            "Conv2d_2b_3x3": 2,
+            "Conv2d_4a_3x3": 4,
+            "Mixed_5d": 8,
+            "Mixed_6e": 16,
+            "Mixed_7c": 32,
+        }
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         head = ("Conv2d_1c_1x1", False, _AUX, "Mixed_6e")

@@ -145,6 +145,11 @@ class InceptionV4(ThinnableInception):
         map on the 17x17 grid: 107 pixels (75 without it)."""
         return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info` (at stride 4 `Mixed_3a`, before `Mixed_4a`'s 'VALID'
+        convolutions)."""
+        return {"Conv2d_2b_3x3": 2, "Mixed_3a": 4, "Mixed_5e": 8, "Mixed_6h": 16, "Mixed_7d": 32}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         return self.forward(_INCEPTION_V4, x, train, "Mixed_5a", "Logits", True, _AUX, "Mixed_6h")

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 import flax.linen as nn
 import jax.numpy as jnp
 
+from nets.features import cumulative_strides, deepest_per_stride
 from nets.layers import (
     SLIM_MOBILENET,
     Conv,
@@ -182,6 +183,16 @@ class MobileNet(nn.Module):
         if self.finegrain_classification_mode and self.depth_multiplier < 1:
             return self.depth(channels / self.depth_multiplier)
         return self.depth(channels)
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the deepest map at each stride. V3's `Conv_1` before the pool is
+        one of its blocks in timm; V2's and EdgeTPU's is the classifier's head, left out."""
+        n = len(self.blocks)
+        names = [f"layer_{i + 2}" for i in range(n)]
+        levels = cumulative_strides(names, [b.strides for b in self.blocks], 2)
+        if self.last_filters:
+            levels.append((f"layer_{n + 2}", levels[-1][1]))
+        return deepest_per_stride([("layer_1", 2), *levels])
 
     @nn.compact
     def __call__(self, x, train: bool = True):

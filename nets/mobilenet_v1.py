@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
+from nets.features import cumulative_strides, deepest_per_stride
 from nets.layers import (
     SLIM,
     Conv,
@@ -81,6 +82,12 @@ class MobileNetV1(nn.Module):
     def depth(self, channels: int) -> int:
         """Slim's width rule: truncate, then clamp to `min_depth`."""
         return max(int(channels * self.depth_multiplier), self.min_depth)
+
+    def feature_strides(self) -> dict[str, int]:
+        """The deepest map at each stride (`nets.features`)."""
+        names = [f"Conv2d_{i}_pointwise" for i in range(1, len(_SEPARABLE_LAYERS) + 1)]
+        strides = [strides for strides, _ in _SEPARABLE_LAYERS]
+        return deepest_per_stride([("Conv2d_0", 2), *cumulative_strides(names, strides, 2)])
 
     @nn.compact
     def __call__(self, x, train: bool = True):

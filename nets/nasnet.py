@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nets.features import deepest_per_stride
 from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
 from nets.layers.padding import smallest_input
 from nets.nasnet_cells import STRIDED_POOL_PADDINGS, AuxHead, Cell, CellSpec, slim_kernel_init
@@ -63,8 +64,9 @@ class NASNet(nn.Module):
 
     Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features when
     `num_classes` is 0 or None. End points, Slim's names: `Stem`, `Cell_0`.., `Reduction_Cell_0`..,
-    `global_pool`; `aux_logits` in training when `use_aux_head`; and the contract's `stem`,
-    `pre_logits`, `logits`, `predictions`.
+    `global_pool`; `aux_logits` in training when `use_aux_head`; the contract's `stem`,
+    `pre_logits`, `logits`, `predictions`; and ImageNet stems' `conv0` (after its BatchNorm) and
+    `cell_stem_0`, the stride-2 and stride-4 maps of the feature pyramid.
     """
 
     default_image_size: ClassVar[int] = 331
@@ -107,6 +109,17 @@ class NASNet(nn.Module):
         stem = [(3, 2, 0), (1, 2, 0), (1, 2, 0)] if self.stem_type == "imagenet" else []
         return smallest_input([*stem, (1, 2, 0), (5, 3, 0)])
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the stem's convolution and first cell (ImageNet stems), then the
+        last cell at each stride. timm reads them after the ReLU the next cell applies."""
+        reductions = reduction_layers(self.num_cells, self.num_reduction_layers)
+        levels = [("conv0", 2), ("cell_stem_0", 4)] if self.stem_type == "imagenet" else []
+        stride = 8 if levels else 1
+        for i in range(self.num_cells):
+            stride *= 2 if i in reductions else 1
+            levels.append((f"Cell_{i}", stride))
+        return deepest_per_stride(levels)
+
     @nn.compact
     def __call__(self, x, train: bool = True, drop_path_progress: float | jax.Array = 1.0):
         """Classifies images `x` [batch, height, width, 3].
@@ -138,6 +151,8 @@ class NASNet(nn.Module):
         end_points = {}
         outputs = self._stem(jnp.asarray(x, self.dtype), cell, conv, norm)
         x = end_points["Stem"] = end_points["stem"] = outputs[-1]
+        if self.stem_type == "imagenet":
+            end_points["conv0"], end_points["cell_stem_0"] = outputs[1:3]
 
         aux_cell = reductions[1] - 1 if len(reductions) >= 2 else None
         filter_scaling, cell_num = 1.0, num_stem_cells

@@ -41,6 +41,10 @@ class OverFeat(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
 
+    def feature_strides(self) -> dict[str, int]:
+        """The last map before each pool, and the last pool (timm's choice for VGG)."""
+        return {"conv1": 4, "conv2": 8, "conv5": 16, "pool5": 32}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, dtype=self.dtype)

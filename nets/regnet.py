@@ -186,6 +186,10 @@ class RegNet(nn.Module):
             self.width_rounding,
         )
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the stride-2 stem and each stage's output."""
+        return {"stem": 2, **{f"s{i + 1}": 2 ** (i + 2) for i in range(len(self.stages))}}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)

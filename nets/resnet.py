@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
+from nets.features import deepest_per_stride
 from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
 
 
@@ -128,8 +129,9 @@ class ResNet(nn.Module):
     """ResNet for ImageNet-sized inputs.
 
     Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features
-    `[batch, channels]` when `num_classes` is 0 or None. End points: `stem`, `block1`..`blockN`,
-    `pre_logits`, and `logits`/`predictions` when there is a head.
+    `[batch, channels]` when `num_classes` is 0 or None. End points: `conv_init` (the stem
+    convolution's activations), `stem`, `block1`..`blockN`, `pre_logits`, and
+    `logits`/`predictions` when there is a head.
     """
 
     default_image_size: ClassVar[int] = 224
@@ -152,6 +154,12 @@ class ResNet(nn.Module):
     # none); v1 networks have no such convolution.
     bias_without_norm: bool = True
 
+    def feature_strides(self) -> dict[str, int]:
+        """The stem convolution's map (timm's `act1`) and each stage's (`nets.features`)."""
+        stem = self.stem_strides * (2 if self.stem_pool else 1)
+        stages = [(f"block{i + 1}", stem * 2**i) for i in range(len(self.stage_sizes))]
+        return deepest_per_stride([("conv_init", self.stem_strides), *stages])
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype, padding=self.padding)
@@ -170,6 +178,7 @@ class ResNet(nn.Module):
         )(jnp.asarray(x, self.dtype))
         if not pre_activation:
             x = self.act(norm(name="bn_init")(x))
+        end_points["conv_init"] = x
         if self.stem_pool:
             x = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
         end_points["stem"] = x

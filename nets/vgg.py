@@ -68,6 +68,11 @@ class VGG(nn.Module):
         """Each stage ends in a 2x2/2 'VALID' max pool: 32 for five stages."""
         return smallest_input([(2, 2, 0)] * len(self.stage_sizes))
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: each stage's last convolution, and the last pool."""
+        n = len(self.stage_sizes)
+        return {**{f"conv{i + 1}": 2**i for i in range(n)}, f"pool{n}": 2**n}
+
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, dtype=self.dtype)

@@ -157,6 +157,10 @@ class VisionTransformer(nn.Module):
         """One patch."""
         return self.patch_size
 
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: every block's tokens, on the patch grid (`nets.features`)."""
+        return {f"block{i + 1}": self.patch_size for i in range(self.depth)}
+
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         if self.img_size < self.patch_size:

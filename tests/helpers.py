@@ -1,5 +1,6 @@
 """Shared test helpers."""
 
+import json
 import math
 from pathlib import Path
 
@@ -26,6 +27,11 @@ def numpy_variables(abstract_variables, seed: int = 0):
 
     return jax.tree_util.tree_map_with_path(value, abstract_variables)
 
+
+# timm's `feature_info` for the networks it builds too (tools/fixtures_feature_info.py).
+TIMM_FEATURE_INFO = json.loads(
+    (Path(__file__).parent / "fixtures" / "feature_info_timm.json").read_text()
+)
 
 # A digits run small enough to train in a test: ResNet-20 with one block per stage, 4 filters.
 TINY_NETWORK = "model.kwargs={stage_sizes: [1, 1], num_filters: 4}"

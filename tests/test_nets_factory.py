@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import math
 import re
 
 import flax.linen as nn
@@ -14,7 +15,7 @@ import nets_factory
 import nets_summary as summary
 from nets import efficientnet
 from tests import variable_trees
-from tests.helpers import numpy_variables
+from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order.
@@ -71,6 +72,7 @@ def test_shapes_and_end_points(name):
     assert end_points["logits"] == (1, 1000) and "aux_logits" not in end_points
     features = end_points["pre_logits"]
     assert len(features) == 2
+    assert_pyramid_agrees(name, eval_fn.module.feature_strides(), end_points, measured.image_size)
     for alias in ALIASES[name]:
         recorded = summary.recorded_sizes()[alias]
         assert recorded == (measured.image_size, measured.params, measured.macs), alias
@@ -96,6 +98,31 @@ def test_tf_ports_are_their_twins_under_tensorflows_settings():
         assert ported.keywords == {**own.keywords, **efficientnet.TF_CONVENTIONS}
         assert snapshot[port] == snapshot[twin] and sizes[port] == sizes[twin]
     assert set(efficientnet.TF_CONVENTIONS) == {"padding", "bn_epsilon", "bn_momentum"}
+
+
+def assert_pyramid_agrees(name, strides, shapes, size):
+    """The feature pyramid's declared strides fit the traced maps at the default `size` ('SAME'
+    layers: `ceil(size / stride)` pixels; 'VALID' ones a few less, never half), and levels and
+    channels are timm's `feature_info` wherever timm builds the network (the TF ports' too)."""
+    assert len(strides) >= 3, strides
+    assert list(strides.values()) == sorted(strides.values()), strides
+    for level, stride in strides.items():
+        shape = shapes[level]
+        if len(shape) == 3:  # a transformer's tokens: class/distillation tokens + the patch grid
+            assert 0 <= shape[1] - (size // stride) ** 2 <= 2, (level, stride, shape)
+        else:
+            assert len(shape) == 4, (level, shape)
+            for side in shape[1:3]:
+                assert size / (2 * stride) < side <= math.ceil(size / stride), (
+                    level,
+                    stride,
+                    shape,
+                )
+    levels = [[stride, shapes[level][-1]] for level, stride in strides.items()]
+    twins = [*ALIASES[name], *(["tf_" + name] if name.startswith("efficientnet_b") else [])]
+    for alias in twins:
+        if alias in TIMM_FEATURE_INFO:
+            assert levels == TIMM_FEATURE_INFO[alias]["levels"], (alias, strides)
 
 
 def assert_tree_is_the_snapshots(name, variables):
@@ -256,6 +283,7 @@ def test_describe_and_table_run_without_allocating():
     live = summary.table(["resnet50"], live=True)
     assert "25,557,032" in live and live.splitlines()[1].endswith("  resnet50")  # its weights
     assert "published weights (nets_factory.load_pretrained): resnet50" in text
+    assert "feature pyramid (NetworkFn.feature_info): conv_init /2 64, block1 /4 256," in text
 
 
 def runs_at(fn, size):

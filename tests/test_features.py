@@ -1,0 +1,77 @@
+"""Feature pyramids through the public API: `NetworkFn.feature_info` and `NetworkFn.features`.
+
+Every network's levels are checked against its traced shapes, and against timm's
+`feature_info`, in tests/test_nets_factory.py's registry test; here, what users call.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nets_factory
+from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
+
+TINY_RESNET = {"stage_sizes": [1, 1, 1], "num_filters": 4}
+TINY_VIT = {"patch_size": 4, "embed_dim": 16, "depth": 2, "num_heads": 2, "img_size": 16}
+
+
+def real_variables(fn, size):
+    images = jax.ShapeDtypeStruct((2, size, size, 3), jnp.float32)
+    return numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
+
+
+def test_timms_reference_names_are_registry_names():
+    assert set(TIMM_FEATURE_INFO) <= set(nets_factory.networks_map)
+
+
+def test_feature_info_is_timms_for_resnet50():
+    fn = nets_factory.get_network_fn("resnet50", num_classes=0)
+    info = fn.feature_info
+    assert [f.name for f in info] == ["conv_init", "block1", "block2", "block3", "block4"]
+    assert [[f.stride, f.channels] for f in info] == TIMM_FEATURE_INFO["resnet50"]["levels"]
+    assert fn.feature_info is info  # traced once
+
+
+def test_features_are_the_pyramids_end_points():
+    fn = nets_factory.get_network_fn("resnet20", num_classes=0, **TINY_RESNET)
+    variables = real_variables(fn, 16)
+    images = jnp.asarray(np.random.default_rng(0).normal(size=(2, 16, 16, 3)), jnp.float32)
+    maps = jax.jit(fn.features)(variables, images)
+    _, end_points = fn.apply(variables, images)
+    assert list(maps) == [f.name for f in fn.feature_info] == ["block1", "block2", "block3"]
+    for info in fn.feature_info:
+        assert maps[info.name].shape == (2, 16 // info.stride, 16 // info.stride, info.channels)
+        np.testing.assert_allclose(maps[info.name], end_points[info.name], rtol=1e-6, atol=1e-6)
+
+    chosen = fn.features(variables, images, names=["block3"])
+    assert list(chosen) == ["block3"]
+
+
+def test_features_in_training_return_the_updated_statistics():
+    fn = nets_factory.get_network_fn("resnet20", 0, is_training=True, **TINY_RESNET)
+    variables = real_variables(fn, 8)
+    maps, updates = fn.features(variables, jnp.ones((2, 8, 8, 3)), mutable=["batch_stats"])
+    assert list(maps) == ["block1", "block2", "block3"] and "batch_stats" in updates
+
+
+def test_unknown_level_names_the_levels():
+    fn = nets_factory.get_network_fn("resnet20", num_classes=0, **TINY_RESNET)
+    with pytest.raises(ValueError, match="'logits' is not a level .* block1, block2, block3"):
+        fn.features(real_variables(fn, 8), jnp.ones((1, 8, 8, 3)), names=["logits"])
+
+
+def test_transformer_tokens_become_maps_on_the_patch_grid():
+    # A distilled ViT on a 16x24 image: 4x6 patches after the class and distillation tokens.
+    fn = nets_factory.get_network_fn("deit_tiny_distilled_patch16_224", num_classes=0, **TINY_VIT)
+    variables = real_variables(fn, 16)
+    images = jnp.asarray(np.random.default_rng(1).normal(size=(1, 16, 24, 3)), jnp.float32)
+    maps = fn.features(variables, images)
+    _, end_points = fn.apply(variables, images)
+    assert [(f.name, f.stride, f.channels) for f in fn.feature_info] == [
+        ("block1", 4, 16),
+        ("block2", 4, 16),
+    ]
+    tokens = end_points["block2"]
+    assert tokens.shape == (1, 2 + 4 * 6, 16) and maps["block2"].shape == (1, 4, 6, 16)
+    np.testing.assert_array_equal(maps["block2"][0, 2, 5], tokens[0, 2 + 2 * 6 + 5])

@@ -1,0 +1,71 @@
+"""timm's `feature_info` for every network of ours that timm also builds, the reference our
+feature pyramids (`NetworkFn.feature_info`) are tested against.
+
+    PYTHONPATH=../shared/tools /work/torchenv/bin/python tools/fixtures_feature_info.py
+
+Writes `tests/fixtures/feature_info_timm.json`: for each of our names, timm's name and its levels
+as `[stride, channels]` (timm's `reduction`, `num_chs`). Models are built without weights.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".." / "shared" / "tools"))
+from timm_compat import import_timm  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "feature_info_timm.json"
+
+SAME_NAMES = [
+    *[f"resnet{d}" for d in (18, 34, 50, 101, 152, 200)],
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+    "resnext50_32x4d",
+    "resnext101_32x8d",
+    *[f"convnext_{s}" for s in ("tiny", "small", "base", "large")],
+    *[f"densenet{d}" for d in (121, 161, 169, 201)],
+    *[f"{p}efficientnet_b{i}" for p in ("", "tf_") for i in range(8)],
+    "regnetx_004",
+    "regnety_008",
+    "regnety_080",
+    *[f"vit_{s}" for s in ("tiny_patch16_224", "small_patch16_224", "base_patch16_224")],
+    "vit_base_patch32_224",
+    "vit_large_patch16_224",
+    *[f"deit_{s}_{d}patch16_224" for s in ("tiny", "small", "base") for d in ("", "distilled_")],
+    "inception_v3",
+    "inception_v4",
+    "inception_resnet_v2",
+    *[f"vgg{d}{bn}" for d in (11, 13, 16, 19) for bn in ("", "_bn")],
+]
+RENAMED = {
+    "resnet_v2_50": "resnetv2_50",
+    "resnet_v2_101": "resnetv2_101",
+    "resnet_v2_152": "resnetv2_152",
+    "mobilenet_v1": "mobilenetv1_100",
+    "mobilenet_v2": "mobilenetv2_100",
+    "mobilenet_v2_035": "mobilenetv2_035",
+    "mobilenet_v2_140": "mobilenetv2_140",
+    "mobilenet_v3_large": "mobilenetv3_large_100",
+    "mobilenet_v3_small": "mobilenetv3_small_100",
+    "mobilenet_v3_large_minimalistic": "tf_mobilenetv3_large_minimal_100",
+    "mobilenet_v3_small_minimalistic": "tf_mobilenetv3_small_minimal_100",
+    "mobilenet_edgetpu": "mobilenet_edgetpu_100",
+    "nasnet_large": "nasnetalarge",
+    "pnasnet_large": "pnasnet5large",
+}
+
+
+def main() -> None:
+    timm = import_timm()
+    table = {}
+    for ours, theirs in [*((n, n) for n in SAME_NAMES), *RENAMED.items()]:
+        model = timm.create_model(theirs, pretrained=False)
+        levels = [[d["reduction"], d["num_chs"]] for d in model.feature_info]
+        table[ours] = {"timm": theirs, "levels": levels}
+        print(ours, theirs, levels)
+    OUT.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"wrote {len(table)} networks to {OUT}")
+
+
+if __name__ == "__main__":
+    main()

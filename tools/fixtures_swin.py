@@ -20,6 +20,7 @@ windows of 2, where every map is a window multiple and the last one window (as S
 
 import torch
 import torch.nn.functional as F
+from fixtures_convnext import Permute  # noqa: E402  (torchvision's ops.misc.Permute)
 from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
 from timm.models.swin_transformer import SwinTransformer, get_relative_position_index  # noqa: E402
 from torch import nn
@@ -40,15 +41,6 @@ def small(**kwargs) -> torch.nn.Module:
             if name.endswith("relative_position_bias_table"):
                 tensor.normal_(0.0, 1.0)
     return model
-
-
-class Permute(nn.Module):
-    def __init__(self, dims):
-        super().__init__()
-        self.dims = dims
-
-    def forward(self, x):
-        return torch.permute(x, self.dims)
 
 
 class PatchMerging(nn.Module):

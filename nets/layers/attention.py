@@ -52,9 +52,7 @@ class DotProductAttention(nn.Module):
         ):
             half = None if bias is None else bias.astype(query.dtype)
             try:
-                return jax.nn.dot_product_attention(
-                    query, key, value, half, implementation="cudnn"
-                )
+                return jax.nn.dot_product_attention(query, key, value, half, implementation="cudnn")
             except (NotImplementedError, ValueError, RuntimeError):
                 if self.implementation == "cudnn":
                     raise

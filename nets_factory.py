@@ -45,6 +45,7 @@ from nets import (
     pnasnet,
     regnet,
     resnet,
+    swin,
     vgg,
     vit,
 )
@@ -165,6 +166,13 @@ networks_map: dict[str, functools.partial] = {
     "deit_tiny_distilled_patch16_224": vit.deit_tiny_distilled_patch16_224,
     "deit_small_distilled_patch16_224": vit.deit_small_distilled_patch16_224,
     "deit_base_distilled_patch16_224": vit.deit_base_distilled_patch16_224,
+    # Swin Transformer (Liu et al. 2021), timm's names, and torchvision's for the same networks.
+    "swin_tiny_patch4_window7_224": swin.swin_tiny_patch4_window7_224,
+    "swin_small_patch4_window7_224": swin.swin_small_patch4_window7_224,
+    "swin_base_patch4_window7_224": swin.swin_base_patch4_window7_224,
+    "swin_t": swin.swin_tiny_patch4_window7_224,
+    "swin_s": swin.swin_small_patch4_window7_224,
+    "swin_b": swin.swin_base_patch4_window7_224,
     # EfficientNet B0-B7 (Tan & Le 2019), timm's names: its own weights' conventions (symmetric
     # padding, BatchNorm epsilon 1e-5), and the TF checkpoints' ('SAME', 1e-3) as `tf_`.
     **{

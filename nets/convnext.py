@@ -32,23 +32,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, ModuleDef, classify, global_avg_pool
+from nets.layers import Conv, ModuleDef, classify, drop_path, global_avg_pool
 from nets.layers.padding import smallest_input
 
 _INIT = nn.initializers.truncated_normal(0.02)
-
-
-def drop_path(module: nn.Module, x: jax.Array, rate: float, train: bool) -> jax.Array:
-    """Stochastic depth (Huang et al. 2016) as timm's `DropPath`: in training, each example's
-    residual branch is zeroed with probability `rate` and the others scaled by `1 / (1 - rate)`;
-    the identity otherwise. Uses `module`'s 'dropout' rng."""
-    if not train or rate == 0.0:
-        return x
-    keep = 1.0 - rate
-    mask = jax.random.bernoulli(
-        module.make_rng("dropout"), keep, (x.shape[0],) + (1,) * (x.ndim - 1)
-    )
-    return jnp.where(mask, x / keep, jnp.zeros_like(x))
 
 
 class ConvNeXtBlock(nn.Module):

@@ -25,6 +25,7 @@ from pretrained import (
     regnet,
     resnet,
     resnet_v2,
+    swin,
     vgg,
     vit,
 )
@@ -65,6 +66,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **densenet.ARCHITECTURES,
     **regnet.ARCHITECTURES,
     **vit.ARCHITECTURES,
+    **swin.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }
 

@@ -25,11 +25,14 @@ IMAGE_SIZES |= {
     for size in ("tiny", "small", "base", "large")
 }
 IMAGE_SIZES["vit_base_patch32_224"] = (224, 224)
+# So do timm's Swins without `dynamic_img_size` (their attention masks are made for it).
+IMAGE_SIZES |= {f"swin_{size}_patch4_window7_224": (224, 224) for size in ("tiny", "small", "base")}
 
 
 def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool = False) -> None:
-    """`dynamic`: timm's ViTs built with `dynamic_img_size=True`, run at `size` (their position
-    embeddings resampled), where `IMAGE_SIZES` would hold them at their own size."""
+    """`dynamic`: timm's ViTs (Swins) built with `dynamic_img_size=True`, run at `size` (their
+    position embeddings resampled; their maps padded to window multiples), where `IMAGE_SIZES`
+    would hold them at their own size."""
     import json
 
     import numpy as np

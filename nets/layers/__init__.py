@@ -8,12 +8,14 @@
 - `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
 - `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
 - `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block.
+- `drop_path`: stochastic depth of a residual branch (ConvNeXt, Swin).
 """
 
 from nets.layers.attention import DotProductAttention
 from nets.layers.classifier import EndPoints, classify, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
+from nets.layers.drop_path import drop_path
 from nets.layers.inverted_residual import InvertedResidual, SqueezeExcite, make_divisible
 from nets.layers.norm import (
     SLIM,
@@ -44,6 +46,7 @@ __all__ = [
     "avg_pool",
     "batch_norm",
     "classify",
+    "drop_path",
     "fully_connected_head",
     "global_avg_pool",
     "make_divisible",

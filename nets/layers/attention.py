@@ -8,6 +8,10 @@ statistics in float32 under bfloat16: XLA's implementation accumulates `q k^T` i
 takes the softmax there, the fused kernel keeps its running maxima and sums in float32. (Only
 the XLA path is exercised by the tests, which run on CPU.)
 
+An additive `bias` (Swin's relative position bias and shifted-window mask, `[batch or 1,
+heads, queries, keys]`) is added to the float32 logits on XLA's path, as given; cuDNN's kernel
+takes it in the inputs' dtype.
+
 It owns no `kernel`, so it declares its own multiply-accumulates (`macs`) for `nets_summary`'s
 count: `q k^T` and `attention v`, each `heads * queries * keys * head_dim` per image, as
 PyTorch's `FlopCounterMode` and timm's benchmark tables count them.
@@ -29,12 +33,15 @@ def fused_kernel_applies(dtype: jnp.dtype, backend: str | None = None) -> bool:
 
 
 class DotProductAttention(nn.Module):
-    """`(q, k, v)`, each `[batch, tokens, heads, head_dim]` -> the same shape as `q`."""
+    """`(q, k, v)`, each `[batch, tokens, heads, head_dim]` -> the same shape as `q`; `bias`, if
+    given, `[batch or 1, heads or 1, queries, keys]`, is added to the logits before the softmax."""
 
     implementation: Implementation = "auto"
 
     @nn.compact
-    def __call__(self, query: jax.Array, key: jax.Array, value: jax.Array) -> jax.Array:
+    def __call__(
+        self, query: jax.Array, key: jax.Array, value: jax.Array, bias: jax.Array | None = None
+    ) -> jax.Array:
         if self.implementation not in ("auto", "xla", "cudnn"):
             raise ValueError(
                 "DotProductAttention.implementation must be 'auto', 'xla' or 'cudnn', "
@@ -43,16 +50,20 @@ class DotProductAttention(nn.Module):
         if self.implementation == "cudnn" or (
             self.implementation == "auto" and fused_kernel_applies(query.dtype)
         ):
+            half = None if bias is None else bias.astype(query.dtype)
             try:
-                return jax.nn.dot_product_attention(query, key, value, implementation="cudnn")
+                return jax.nn.dot_product_attention(query, key, value, half, implementation="cudnn")
             except (NotImplementedError, ValueError, RuntimeError):
                 if self.implementation == "cudnn":
                     raise
-        return jax.nn.dot_product_attention(query, key, value, implementation="xla")
+        return jax.nn.dot_product_attention(query, key, value, bias, implementation="xla")
 
     @staticmethod
-    def macs(query: jax.Array, key: jax.Array, value: jax.Array) -> int:
-        """The two products' multiply-accumulates: `q k^T` and `attention v`."""
+    def macs(
+        query: jax.Array, key: jax.Array, value: jax.Array, bias: jax.Array | None = None
+    ) -> int:
+        """The two products' multiply-accumulates: `q k^T` and `attention v` (adding a bias is
+        no multiply-accumulate)."""
         batch, queries, heads, head_dim = query.shape
         scores = batch * heads * queries * key.shape[1]
         return scores * head_dim + scores * value.shape[-1]

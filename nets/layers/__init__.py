@@ -7,14 +7,20 @@
   ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
 - `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
 - `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
-- `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block.
+- `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block;
+  `FusedMBConv`: EfficientNetV2's fused block.
 """
 
 from nets.layers.attention import DotProductAttention
 from nets.layers.classifier import EndPoints, classify, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
-from nets.layers.inverted_residual import InvertedResidual, SqueezeExcite, make_divisible
+from nets.layers.inverted_residual import (
+    FusedMBConv,
+    InvertedResidual,
+    SqueezeExcite,
+    make_divisible,
+)
 from nets.layers.norm import (
     SLIM,
     SLIM_INCEPTION,
@@ -37,6 +43,7 @@ __all__ = [
     "DotProductAttention",
     "ConvNormAct",
     "EndPoints",
+    "FusedMBConv",
     "InvertedResidual",
     "ModuleDef",
     "SqueezeExcite",

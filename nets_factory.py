@@ -180,6 +180,17 @@ networks_map: dict[str, functools.partial] = {
         for prefix in ("", "tf_")
         for i in range(8)
     },
+    # EfficientNetV2 (Tan & Le 2021): timm's own conventions, the TF checkpoints' (`tf_`), and
+    # torchvision's names (symmetric padding, BatchNorm epsilon 1e-3).
+    "efficientnetv2_s": efficientnet.efficientnetv2_s,
+    "efficientnetv2_m": efficientnet.efficientnetv2_m,
+    "efficientnetv2_l": efficientnet.efficientnetv2_l,
+    "tf_efficientnetv2_s": efficientnet.tf_efficientnetv2_s,
+    "tf_efficientnetv2_m": efficientnet.tf_efficientnetv2_m,
+    "tf_efficientnetv2_l": efficientnet.tf_efficientnetv2_l,
+    "efficientnet_v2_s": efficientnet.efficientnet_v2_s,
+    "efficientnet_v2_m": efficientnet.efficientnet_v2_m,
+    "efficientnet_v2_l": efficientnet.efficientnet_v2_l,
 }
 
 

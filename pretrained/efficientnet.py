@@ -1,5 +1,5 @@
-"""timm's EfficientNet B0-B7 state dicts (`efficientnet_b*`, `tf_efficientnet_b*`), as our
-`nets.efficientnet`.
+"""timm's EfficientNet B0-B7 and V2-S/M/L state dicts (`efficientnet_b*`, `tf_efficientnet_b*`,
+`efficientnetv2_*`, `tf_efficientnetv2_*`) and torchvision's, as our `nets.efficientnet`.
 
 timm's keys: `conv_stem`, `bn1`, then `blocks.{stage}.{block}`: the first stage's blocks (no
 expansion) are `DepthwiseSeparableConv`s (`conv_dw`, `bn1`, `se`, `conv_pw`, `bn2`), the others
@@ -7,7 +7,9 @@ expansion) are `DepthwiseSeparableConv`s (`conv_dw`, `bn1`, `se`, `conv_pw`, `bn
 squeeze-excite `se.conv_reduce` / `se.conv_expand`; then `conv_head`, `bn2`, `classifier`. Ours
 are the same tree under scope names: `stem`, `blocks_{stage}_{block}/{expand, depthwise,
 squeeze_excite, project}`, `head`, `classifier`. The block kinds are MobileNet's
-(`pretrained/mobilenet.py`), whose tables this module shares.
+(`pretrained/mobilenet.py`), whose tables this module shares. V2's Fused-MBConv blocks are timm's
+`EdgeResidual`s (`conv_exp`, `bn1`, `conv_pwl`, `bn2`; ours `expand`, `project`) and, without
+expansion, its `ConvBnAct`s (`conv`, `bn1`; ours `conv`).
 
 torchvision's files (`efficientnet_b0` ... `efficientnet_b7`, its names and ours) number the
 layers instead: `features.0.{0,1}` the stem, `features.{stage + 1}.{block}.block.{k}` a block's
@@ -17,6 +19,9 @@ logits. Its squeeze width `max(1, c_in // 4)` is ours for every width a multiple
 B0-B7's); its head width `4 * c_last` is timm's `round_channels(1280)` at B0-B7's multipliers.
 Those files are told from timm's by their classifier key (`classifier.1.weight`). torchvision's
 B5-B7 were ported from TensorFlow but run with symmetric padding and BatchNorm epsilon 1e-3.
+Its `efficientnet_v2_s/m/l` (our names too) number their blocks the same way (a Fused-MBConv's
+expansion `.0` and projection `.1`, or its one convolution `.0`), with epsilon 1e-3 and
+symmetric padding.
 
 Both of timm's flavours hold the same tensors; they differ in the conventions the weights were
 trained with: timm's own in PyTorch (symmetric padding, BatchNorm epsilon 1e-5), the `tf_` ports
@@ -38,17 +43,35 @@ _TOP = {
 }
 
 
+# timm's Fused-MBConv (`EdgeResidual`) and, without expansion, its `ConvBnAct`.
+_EDGE_RESIDUAL = {
+    "expand/conv": "conv_exp",
+    "expand/bn": "bn1",
+    "project/conv": "conv_pwl",
+    "project/bn": "bn2",
+}
+_CONV_BN_ACT = {"conv/conv": "conv", "conv/bn": "bn1"}
+# timm's block of each (kind, whether it expands).
+_TIMM_BLOCKS = {
+    ("mbconv", True): _INVERTED_RESIDUAL,
+    ("mbconv", False): _DEPTHWISE_SEPARABLE,
+    ("fused", True): _EDGE_RESIDUAL,
+    ("fused", False): _CONV_BN_ACT,
+}
+
+
 def timm_layout(module: nn.Module) -> Layout:
-    """Our module paths -> timm's prefixes, for a built `nets.efficientnet.EfficientNet`: a stage
-    of expansion 1 is timm's depthwise-separable kind (EfficientNet's first), the others its
-    inverted residuals."""
+    """Our module paths -> timm's prefixes, for a built `nets.efficientnet.EfficientNet`: an
+    MBConv stage of expansion 1 is timm's depthwise-separable kind (EfficientNet's first), the
+    others its inverted residuals; a Fused-MBConv stage its `EdgeResidual`s, or without
+    expansion its `ConvBnAct`s (V2's first)."""
 
     def source(path: tuple[str, ...]) -> str:
         if not path[0].startswith("blocks_"):
             return _TOP["/".join(path)]
         _, stage, block = path[0].split("_")
-        expands = module.stages[int(stage)].expansion != 1
-        layers = {**(_INVERTED_RESIDUAL if expands else _DEPTHWISE_SEPARABLE), **_SQUEEZE_EXCITE}
+        kind = module.stages[int(stage)]
+        layers = {**_TIMM_BLOCKS[kind.kind, kind.expansion != 1], **_SQUEEZE_EXCITE}
         return f"blocks.{stage}.{block}.{layers['/'.join(path[1:])]}"
 
     return source
@@ -70,8 +93,13 @@ def torchvision_layout(module: nn.Module) -> Layout:
         if not path[0].startswith("blocks_"):
             return top["/".join(path)]
         _, stage, block = path[0].split("_")
-        expands = module.stages[int(stage)].expansion != 1
-        layers = ["expand"] * expands + ["depthwise", "squeeze_excite", "project"]
+        kind = module.stages[int(stage)]
+        if kind.kind == "fused" and kind.expansion == 1:
+            layers = ["conv"]
+        else:
+            layers = ["expand"] * (kind.expansion != 1)
+            layers += ["depthwise"] * (kind.kind == "mbconv")
+            layers += ["squeeze_excite"] * (kind.se_ratio > 0) + ["project"]
         k = layers.index(path[1])
         return f"features.{int(stage) + 1}.{block}.block.{k}.{leaves[path[2]]}"
 
@@ -97,6 +125,16 @@ _INPUTS = {
     "tf_efficientnet_b5": (456, 0.934),
     "tf_efficientnet_b6": (528, 0.942),
     "tf_efficientnet_b7": (600, 0.949),
+    # V2: timm's train sizes (its evaluation sizes, `test_input_size`, are the networks'
+    # `default_image_size`); timm has no weights of its own `efficientnetv2_*` (untrained cfgs).
+    # The TF checkpoints' default tag (`in21k_ft_in1k`) takes inputs in [-1, 1]; M's and L's
+    # `crop_mode='squash'` (a resize to the square, no crop) is timm's, not represented here.
+    "efficientnetv2_s": (288, 1.0),
+    "efficientnetv2_m": (320, 1.0),
+    "efficientnetv2_l": (384, 1.0),
+    "tf_efficientnetv2_s": (300, 1.0),
+    "tf_efficientnetv2_m": (384, 1.0),
+    "tf_efficientnetv2_l": (384, 1.0),
 }
 _TF = {"padding": "SAME", "bn_epsilon": 1e-3}
 _TORCH = {"padding": "SYMMETRIC", "bn_epsilon": 1e-5}
@@ -112,29 +150,35 @@ _TORCHVISION = {
     "efficientnet_b5": ((456, 456, "bicubic"), 1e-3),
     "efficientnet_b6": ((528, 528, "bicubic"), 1e-3),
     "efficientnet_b7": ((600, 600, "bicubic"), 1e-3),
+    "efficientnet_v2_s": ((384, 384, "bilinear"), 1e-3),
+    "efficientnet_v2_m": ((480, 480, "bilinear"), 1e-3),
+    "efficientnet_v2_l": ((480, 480, "bicubic"), 1e-3),  # ported from TF: inputs in [-1, 1]
 }
 
 
 def _torchvision(name: str) -> Architecture:
     (crop, resize, interpolation), epsilon = _TORCHVISION[name]
+    preprocessing = {
+        "image_size": crop,
+        "crop_fraction": crop / resize,
+        "interpolation": interpolation,
+    }
+    if name == "efficientnet_v2_l":
+        preprocessing |= {"mean": (0.5,) * 3, "std": (0.5,) * 3}
     return Architecture(
         name,
         {"padding": "SYMMETRIC", "bn_epsilon": epsilon},
         torchvision_layout,
         head=("classifier",),
         source_head="classifier.1",
-        preprocessing={
-            "image_size": crop,
-            "crop_fraction": crop / resize,
-            "interpolation": interpolation,
-        },
+        preprocessing=preprocessing,
     )
 
 
 def _timm(name: str) -> Architecture:
     size, crop = _INPUTS[name]
     preprocessing = {"image_size": size, "crop_fraction": crop, "interpolation": "bicubic"}
-    if name == "efficientnet_b1":
+    if name == "efficientnet_b1" or name.startswith("tf_efficientnetv2_"):
         preprocessing |= {"mean": (0.5,) * 3, "std": (0.5,) * 3}
     return Architecture(
         name,
@@ -147,5 +191,9 @@ def _timm(name: str) -> Architecture:
     )
 
 
-# timm's names, which are ours (and torchvision's: its files are the alternative layout).
-ARCHITECTURES = {name: _timm(name) for name in _INPUTS}
+# timm's names, which are ours (and torchvision's for B0-B7: its files are the alternative
+# layout); torchvision's V2 names, which timm's differ from.
+ARCHITECTURES = {
+    **{name: _timm(name) for name in _INPUTS},
+    **{name: _torchvision(name) for name in _TORCHVISION if name.startswith("efficientnet_v2")},
+}

@@ -47,9 +47,15 @@ def test_registry_is_partials_of_linen_modules():
         assert isinstance(ctor.func.default_image_size, int), name
 
 
-# timm's TF ports of EfficientNet are their twins under TensorFlow's padding and BatchNorm
-# settings, which change no shape: traced once, under the twin's name (test_tf_ports_*).
-TRACED = [name for name in ALL_NETWORKS if not name.startswith("tf_efficientnet_")]
+# timm's TF ports of EfficientNet (V1 and V2) and torchvision's V2 are their twins under other
+# padding and BatchNorm settings, which change no shape: traced once, under the twin's name
+# (test_tf_ports_*).
+TWINS = {
+    **{f"tf_efficientnet_b{i}": f"efficientnet_b{i}" for i in range(8)},
+    **{f"tf_efficientnetv2_{v}": f"efficientnetv2_{v}" for v in "sml"},
+    **{f"efficientnet_v2_{v}": f"efficientnetv2_{v}" for v in "sml"},
+}
+TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
 
 
 @pytest.mark.parametrize("name", TRACED)
@@ -91,13 +97,20 @@ def test_shapes_and_end_points(name):
 
 def test_tf_ports_are_their_twins_under_tensorflows_settings():
     snapshot, sizes = variable_trees.load(), summary.recorded_sizes()
-    for i in range(8):
-        port, twin = f"tf_efficientnet_b{i}", f"efficientnet_b{i}"
+    conventions = {
+        "tf_efficientnet_": efficientnet.TF_CONVENTIONS,
+        "tf_efficientnetv2_": efficientnet.TF_V2_CONVENTIONS,
+        "efficientnet_v2_": efficientnet.TORCHVISION_V2_CONVENTIONS,
+    }
+    for port, twin in TWINS.items():
         ported, own = nets_factory.networks_map[port], nets_factory.networks_map[twin]
+        convention = next(c for prefix, c in conventions.items() if port.startswith(prefix))
         assert ported.func is own.func
-        assert ported.keywords == {**own.keywords, **efficientnet.TF_CONVENTIONS}
+        assert ported.keywords == {**own.keywords, **convention}
         assert snapshot[port] == snapshot[twin] and sizes[port] == sizes[twin]
     assert set(efficientnet.TF_CONVENTIONS) == {"padding", "bn_epsilon", "bn_momentum"}
+    assert efficientnet.TF_V2_CONVENTIONS == {"padding": "SAME", "bn_epsilon": 1e-3}
+    assert efficientnet.TORCHVISION_V2_CONVENTIONS == {"bn_epsilon": 1e-3}
 
 
 def assert_pyramid_agrees(name, strides, shapes, size):

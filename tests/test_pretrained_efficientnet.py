@@ -1,6 +1,7 @@
-"""load_pretrained for EfficientNet: parity with timm's `efficientnet_b0` and `tf_efficientnet_b0`
-classes on fixtures made by tools/fixtures_efficientnet.py, each convention shown to matter, and
-timm's layout of both block kinds."""
+"""load_pretrained for EfficientNet: parity with timm's `efficientnet_b0`, `tf_efficientnet_b0`,
+`efficientnetv2_s` and `tf_efficientnetv2_s` classes and torchvision's B5 and V2-S on fixtures
+made by tools/fixtures_efficientnet.py, each convention shown to matter, and timm's and
+torchvision's layouts of every block kind."""
 
 import jax
 import numpy as np
@@ -12,18 +13,28 @@ from pretrained import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
-# timm's `_gen_efficientnet(..., channel_multiplier=0.25, depth_multiplier=0.5)`.
+# timm's `_gen_efficientnet(..., channel_multiplier=0.25, depth_multiplier=0.5)`, and
+# `_gen_efficientnetv2_s(..., channel_multiplier=0.125, depth_multiplier=0.34)` for V2.
 SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}
+V2_SMALL = {"width_multiplier": 0.125, "depth_multiplier": 0.34}
 # torchvision's (`tv_efficientnet`) loads into B5, whose torchvision files have epsilon 1e-3.
 PARITY = {
     "efficientnet": "efficientnet_b0",
     "efficientnet_tf": "tf_efficientnet_b0",
     "tv_efficientnet": "efficientnet_b5",
+    "efficientnetv2": "efficientnetv2_s",
+    "efficientnetv2_tf": "tf_efficientnetv2_s",
+    "tv_efficientnet_v2": "efficientnet_v2_s",
 }
 
 
+def scale(case):
+    return V2_SMALL if case.endswith(("v2", "v2_tf")) else SMALL
+
+
 def load(case, **kw):
-    return nets_factory.load_pretrained(PARITY[case], FIXTURES / "parity" / case, **{**SMALL, **kw})
+    folder = FIXTURES / "parity" / case
+    return nets_factory.load_pretrained(PARITY[case], folder, **{**scale(case), **kw})
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))
@@ -35,10 +46,13 @@ def test_logits_are_the_references(case):
     assert "predictions" in end_points and network_fn.pretrained.source == PARITY[case]
 
     # Each convention matters: under the other padding, or the other epsilon alone, the same
-    # weights compute another function.
+    # weights compute another function. (For V2, shown on the TF port: two more compilations
+    # per case cost more than they tell once V1's cases show it.)
+    if case in ("efficientnetv2", "tv_efficientnet_v2"):
+        return
     tensors = load_file(FIXTURES / "parity" / case / "model.safetensors")
     arch = convert.for_keys(architectures.ARCHITECTURES[PARITY[case]], tensors)
-    assert_each_convention_matters(arch, SMALL, variables, reference)
+    assert_each_convention_matters(arch, scale(case), variables, reference)
 
 
 def test_the_architecture_sets_the_conventions():
@@ -70,6 +84,30 @@ def test_preprocessing_without_a_config_is_timms_default():
         "crop_fraction": 0.904,
         "interpolation": "bicubic",
     }
+    # V2's TF ports (default tag in21k_ft_in1k) take inputs in [-1, 1] at timm's train size.
+    v2 = architectures.ARCHITECTURES["tf_efficientnetv2_s"].preprocessing
+    assert v2 == {
+        "image_size": 300,
+        "crop_fraction": 1.0,
+        "interpolation": "bicubic",
+        "mean": (0.5,) * 3,
+        "std": (0.5,) * 3,
+    }
+
+
+def test_v2_names_load_their_sources_files():
+    # torchvision's V2 files load under torchvision's names, with its conventions and inputs.
+    network_fn, _ = load("tv_efficientnet_v2")
+    assert (network_fn.module.padding, network_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-3)
+    assert network_fn.pretrained.image_size == 384 and network_fn.pretrained.crop_fraction == 1
+    large = architectures.ARCHITECTURES["efficientnet_v2_l"].preprocessing
+    assert large["mean"] == (0.5,) * 3 and large["interpolation"] == "bicubic"
+    # The TF port's file under timm's own name would compute another function.
+    message = r"is for 'tf_efficientnetv2_s', not 'efficientnetv2_s'"
+    with pytest.raises(WeightFileError, match=message):
+        nets_factory.load_pretrained(
+            "efficientnetv2_s", FIXTURES / "parity" / "efficientnetv2_tf", **V2_SMALL
+        )
 
 
 # Our module path -> timm's prefix: the first stage's depthwise-separable blocks (conv_dw, bn1,
@@ -105,11 +143,45 @@ TORCHVISION_LAYOUT = {
 }
 
 
+# V2-S: timm's `ConvBnAct` (conv, bn1) and `EdgeResidual` (conv_exp, bn1, conv_pwl, bn2) first,
+# then its inverted residuals; torchvision numbers a fused block's expansion 0 and projection 1
+# (no squeeze-excite), the unexpanded one's convolution 0; its head is `features.7`.
+V2_LAYOUT = {
+    ("stem", "conv"): "conv_stem",
+    ("blocks_0_1", "conv", "conv"): "blocks.0.1.conv",
+    ("blocks_0_1", "conv", "bn"): "blocks.0.1.bn1",
+    ("blocks_2_3", "expand", "conv"): "blocks.2.3.conv_exp",
+    ("blocks_2_3", "expand", "bn"): "blocks.2.3.bn1",
+    ("blocks_1_0", "project", "conv"): "blocks.1.0.conv_pwl",
+    ("blocks_1_0", "project", "bn"): "blocks.1.0.bn2",
+    ("blocks_3_5", "expand", "bn"): "blocks.3.5.bn1",
+    ("blocks_5_14", "squeeze_excite", "Conv_1"): "blocks.5.14.se.conv_expand",
+    ("blocks_5_14", "project", "bn"): "blocks.5.14.bn3",
+    ("head", "bn"): "bn2",
+}
+V2_TORCHVISION_LAYOUT = {
+    ("stem", "conv"): "features.0.0",
+    ("blocks_0_1", "conv", "bn"): "features.1.1.block.0.1",
+    ("blocks_2_3", "expand", "conv"): "features.3.3.block.0.0",
+    ("blocks_1_0", "project", "bn"): "features.2.0.block.1.1",
+    ("blocks_3_5", "depthwise", "conv"): "features.4.5.block.1.0",
+    ("blocks_5_14", "squeeze_excite", "Conv"): "features.6.14.block.2.fc1",
+    ("blocks_5_14", "project", "conv"): "features.6.14.block.3.0",
+    ("head", "bn"): "features.7.1",
+    ("classifier",): "classifier.1",
+}
+
+
 @pytest.mark.parametrize(
     ("name", "alternative", "keys"),
-    [("tf_efficientnet_b3", False, LAYOUT), ("efficientnet_b3", True, TORCHVISION_LAYOUT)],
+    [
+        ("tf_efficientnet_b3", False, LAYOUT),
+        ("efficientnet_b3", True, TORCHVISION_LAYOUT),
+        ("tf_efficientnetv2_s", False, V2_LAYOUT),
+        ("efficientnet_v2_s", False, V2_TORCHVISION_LAYOUT),
+    ],
 )
-def test_layouts_name_both_block_kinds_and_the_head(name, alternative, keys):
+def test_layouts_name_every_block_kind_and_the_head(name, alternative, keys):
     module = nets_factory.get_network_fn(name, 1000).module
     arch = architectures.ARCHITECTURES[name]
     layout = (arch.alternatives[0] if alternative else arch).layout(module)

@@ -8,14 +8,23 @@ repeats 1, 1, 1, 2, 2, 2, 1 (so residual blocks with squeeze-excite occur) and w
 make the stride-2 layers see both even and odd maps (54 -> 27 -> 14 -> 7 -> 4 -> 2).
 `tv_efficientnet` is torchvision's `EfficientNet` (`torchvision_efficientnet.py` rebuilds it:
 torchvision is not installed here) at the same multipliers, with B5-B7's epsilon 1e-3, 50 px.
+
+EfficientNetV2: timm's `_gen_efficientnetv2_s` at channel multiplier 0.125 and depth multiplier
+0.34 (V2-S's six stages with repeats 1, 2, 2, 3, 4, 6, so the unexpanded fused block, the
+expanded fused blocks and the MBConv blocks each occur with their residual; widths 8-32, head
+160; 176k values), under timm's conventions (`efficientnetv2`) and the TF ports'
+(`efficientnetv2_tf`), and torchvision's `efficientnet_v2_s` table rebuilt at the same
+multipliers (`tv_efficientnet_v2`, epsilon 1e-3, its `last_channel` 160 where the full size has
+1280), at 54 px.
 """
 
 import torchvision_efficientnet as tv  # torchvision's modules, rebuilt
 from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
-from timm.models.efficientnet import _gen_efficientnet  # noqa: E402
+from timm.models.efficientnet import _gen_efficientnet, _gen_efficientnetv2_s  # noqa: E402
 
 SMALL = {"channel_multiplier": 0.25, "depth_multiplier": 0.5, "num_classes": 10}
-TF = {"pad_type": "same", "bn_eps": 1e-3}  # what timm's tf_efficientnet_b* functions add
+V2_SMALL = {"channel_multiplier": 0.125, "depth_multiplier": 0.34, "num_classes": 10}
+TF = {"pad_type": "same", "bn_eps": 1e-3}  # what timm's tf_efficientnet* functions add
 
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
 # matching `load_pretrained` keyword arguments.
@@ -34,6 +43,28 @@ CASES = {
         "efficientnet_b5",
         lambda: tv.EfficientNet(0.25, 0.5, bn_eps=1e-3, num_classes=10),
         50,
+    ),
+    "efficientnetv2": (
+        "efficientnetv2_s",
+        lambda: _gen_efficientnetv2_s("efficientnetv2_s", **V2_SMALL),
+        54,
+    ),
+    "efficientnetv2_tf": (
+        "tf_efficientnetv2_s",
+        lambda: _gen_efficientnetv2_s("tf_efficientnetv2_s", **V2_SMALL, **TF),
+        54,
+    ),
+    "tv_efficientnet_v2": (
+        "efficientnet_v2_s",
+        lambda: tv.EfficientNet(
+            0.125,
+            0.34,
+            bn_eps=1e-3,
+            num_classes=10,
+            stages=tv.V2_STAGES["efficientnet_v2_s"],
+            last_channel=160,
+        ),
+        54,
     ),
 }
 
@@ -55,4 +86,11 @@ if __name__ == "__main__":
         "torchvision_efficientnet",
         [f"efficientnet_b{i} torchvision" for i in (0, 3, 7)],
         lambda name: tv.create_model(name.split(" ")[0]),
+    )
+    # V2: the TF port of V2-S (timm's keys; its own `efficientnetv2_s` has the same) and
+    # torchvision's V2-S.
+    write_index(
+        "efficientnetv2",
+        ["tf_efficientnetv2_s", "efficientnet_v2_s"],
+        lambda name: tv.create_model(name) if name in tv.V2_STAGES else timm.create_model(name),
     )

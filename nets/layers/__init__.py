@@ -7,7 +7,8 @@
   ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
 - `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
 - `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
-- `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block.
+- `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block;
+  `FusedMBConv`: EfficientNetV2's fused block.
 - `drop_path`: stochastic depth of a residual branch (ConvNeXt, Swin).
 """
 
@@ -16,7 +17,12 @@ from nets.layers.classifier import EndPoints, classify, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
 from nets.layers.drop_path import drop_path
-from nets.layers.inverted_residual import InvertedResidual, SqueezeExcite, make_divisible
+from nets.layers.inverted_residual import (
+    FusedMBConv,
+    InvertedResidual,
+    SqueezeExcite,
+    make_divisible,
+)
 from nets.layers.norm import (
     SLIM,
     SLIM_INCEPTION,
@@ -39,6 +45,7 @@ __all__ = [
     "DotProductAttention",
     "ConvNormAct",
     "EndPoints",
+    "FusedMBConv",
     "InvertedResidual",
     "ModuleDef",
     "SqueezeExcite",

@@ -5,6 +5,8 @@
 - `SqueezeExcite`, `InvertedResidual`: the inverted-residual bottleneck of V2 (Sandler et al.
   2018, arXiv:1801.04381) with V3's squeeze-excite and fused variants (Howard et al. 2019,
   arXiv:1905.02244).
+- `FusedMBConv`: EfficientNetV2's Fused-MBConv (Tan & Le 2021, arXiv:2104.00298), timm's
+  `EdgeResidual` and, without expansion, its `ConvBnAct`.
 
 Submodules carry Slim's scope names (`expand`, `depthwise`, `squeeze_excite`, `project`), so a
 parameter path reads like the checkpoint variable it corresponds to.
@@ -119,8 +121,67 @@ class InvertedResidual(nn.Module):
             x = SqueezeExcite(self.conv, **se, name="squeeze_excite")(x)
         x = layer(self.filters, 1, name="project")(x)
         if self.residual and s == 1 and channels == self.filters:
-            if self.drop_path_rate:
-                drop = nn.Dropout(self.drop_path_rate, broadcast_dims=(1, 2, 3))
-                x = drop(x, deterministic=self.deterministic)
-            x = x + inputs
+            x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
+        return x
+
+
+def add_residual(branch: jax.Array, inputs: jax.Array, rate: float, deterministic: bool):
+    """`inputs + branch`, the branch dropped per example with probability `rate` in training
+    (`deterministic=False`, an rng named 'dropout') and the kept ones scaled by `1 / (1 - rate)`:
+    stochastic depth, timm's `drop_path`. Call it inside a compact module (it adds a Dropout)."""
+    if rate:
+        branch = nn.Dropout(rate, broadcast_dims=(1, 2, 3))(branch, deterministic=deterministic)
+    return branch + inputs
+
+
+class FusedMBConv(nn.Module):
+    """EfficientNetV2's Fused-MBConv (Tan & Le 2021, Figure 2): a kxk strided expansion
+    convolution -> (squeeze-excite) -> 1x1 linear projection, plus the input when the stride is 1
+    and the widths agree (timm's `EdgeResidual`, submodules `expand`, `squeeze_excite`, `project`).
+
+    The inner width is `make_divisible(input channels * expansion, 8)`. With `expansion=1` the
+    block is one kxk convolution with BatchNorm and the activation, named `conv` (the reference
+    implementation's Fused-MBConv without expansion; timm's `ConvBnAct`, its 'cn' block); it has
+    no squeeze-excite. `se_ratio` squeezes to `round(inner * se_ratio / expansion)` channels (a
+    fraction of the block's input, as `InvertedResidual`'s); `drop_path_rate` is stochastic depth
+    on the residual branch (`add_residual`); `residual=False` drops the shortcut (timm's
+    `noskip`).
+    """
+
+    filters: int
+    expansion: float
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    kernel_size: int = 3
+    strides: int = 1
+    se_ratio: float = 0.0
+    residual: bool = True
+    padding: PaddingLike = "SAME"
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """`[n, h, w, c] -> [n, h / strides, w / strides, filters]`."""
+        inputs, channels = x, x.shape[-1]
+        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
+        k, s = self.kernel_size, self.strides
+        if self.expansion == 1:
+            if self.se_ratio:
+                raise ValueError(
+                    f"FusedMBConv without expansion has no squeeze-excite: se_ratio must be 0, "
+                    f"got {self.se_ratio}"
+                )
+            x = layer(self.filters, k, act=self.act, strides=s, name="conv")(x)
+        else:
+            inner = make_divisible(channels * self.expansion, 8)
+            x = layer(inner, k, act=self.act, strides=s, name="expand")(x)
+            if self.se_ratio:
+                squeeze = max(round(inner * self.se_ratio / self.expansion), 1)
+                se = {"squeeze_channels": squeeze, "act": self.act, "gate": nn.sigmoid}
+                x = SqueezeExcite(self.conv, **se, name="squeeze_excite")(x)
+            x = layer(self.filters, 1, name="project")(x)
+        if self.residual and s == 1 and channels == self.filters:
+            x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x

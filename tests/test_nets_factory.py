@@ -132,7 +132,7 @@ def assert_pyramid_agrees(name, strides, shapes, size):
                     shape,
                 )
     levels = [[stride, shapes[level][-1]] for level, stride in strides.items()]
-    twins = [*ALIASES[name], *(["tf_" + name] if name.startswith("efficientnet_b") else [])]
+    twins = [*ALIASES[name], *(port for port, twin in TWINS.items() if twin == name)]
     for alias in twins:
         if alias in TIMM_FEATURE_INFO:
             assert levels == TIMM_FEATURE_INFO[alias]["levels"], (alias, strides)

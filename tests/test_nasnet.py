@@ -100,7 +100,10 @@ def test_slim_end_points_of_nasnet_mobile():
     expected |= {"aux_logits": (1000,), "logits": (1000,), "predictions": (1000,)}
     for name, shape in expected.items():
         assert end_points[name].shape == (1, *shape), name
-    assert set(end_points) == set(expected) | {"stem", "pre_logits"}
+    # Not Slim's: the feature pyramid's stride-2 and stride-4 maps (nets.features).
+    assert end_points["conv0"].shape == (1, 111, 111, 32)
+    assert end_points["cell_stem_0"].shape == (1, 56, 56, 44)
+    assert set(end_points) == set(expected) | {"stem", "pre_logits", "conv0", "cell_stem_0"}
 
 
 def tiny(name, **kw):

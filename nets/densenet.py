@@ -6,7 +6,8 @@ whose layers are BN-ReLU-1x1 conv (`bn_size * growth_rate` wide) then BN-ReLU-3x
 (`growth_rate` wide), each layer's output concatenated to its input; transitions BN-ReLU-1x1
 conv halving the channels (the paper's compression 0.5) and a 2x2/2 average pool; a last
 BatchNorm and ReLU, global average pooling and the classifier. Everything pads symmetrically and
-BatchNorm has PyTorch's epsilon, as the paper's Torch code and both libraries' weights have it.
+BatchNorm has PyTorch's epsilon, as the paper's Torch code and both libraries' weights have it
+(`bn_epsilon`: Keras's weights have 1.001e-5).
 
 Submodules carry torchvision's names (`conv0`, `norm0`, `denseblock1/denselayer1/norm1`,
 `transition1/conv`, `norm5`, `classifier`), so its weights map one-to-one. Differences from timm:
@@ -113,6 +114,9 @@ class DenseNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
+    # PyTorch's BatchNorm epsilon, as torchvision's and timm's weights were trained; Keras's
+    # DenseNet has 1.001e-5 (`pretrained/densenet.py`).
+    bn_epsilon: float = TORCH.epsilon
 
     @property
     def min_image_size(self) -> int:
@@ -130,7 +134,7 @@ class DenseNet(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)
-        norm = batch_norm(TORCH, train, self.dtype)
+        norm = batch_norm(TORCH._replace(epsilon=self.bn_epsilon), train, self.dtype)
         layer_args = {"conv": conv, "norm": norm, "act": self.act}
         end_points = {}
 

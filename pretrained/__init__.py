@@ -62,6 +62,8 @@ def _fill(
     source, arch = _find(name, weights)
     file_classes = _file_classes(weights, arch)
     tensors = arch.stable(weights.tensors)
+    if arch.check is not None:
+        arch.check(tensors, str(weights.path))
     shapes = convert.leaf_shapes(variables)
     head = arch.heads(shapes)
     keep_head = bool(head) and shapes[head[0][:-1] + ("bias",)][-1] == file_classes
@@ -152,9 +154,11 @@ def _find(name: str, weights: files.WeightFile) -> tuple[str, Architecture]:
 
 
 def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:
-    key = arch.head_kernel
-    if key not in weights.tensors:
+    key, tensors = arch.head_kernel, arch.stable(weights.tensors)
+    if key not in tensors:
+        names = architectures.names_for(arch.network, weights.tensors)
+        hint = f" (files with its classifier key load as {', '.join(names)})" if names else ""
         raise WeightFileError(
-            f"{weights.path} has no classifier {key!r}: not a {arch.network} file"
+            f"{weights.path} has no classifier {key!r}: not a {arch.network} file{hint}"
         )
-    return int(weights.tensors[key].shape[arch.framework.kernel_outputs])
+    return int(tensors[key].shape[arch.framework.kernel_outputs])

@@ -8,7 +8,7 @@ torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a f
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,19 @@ def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
             )
         name = file_architecture
     return name, ARCHITECTURES[name]
+
+
+def names_for(network: str, keys: Collection[str]) -> list[str]:
+    """The names under which a file with `keys` loads into `network` or its `tf_` twin (the same
+    network under TensorFlow's conventions): a Keras file given as `efficientnet_b0` loads as
+    `keras_efficientnet_b0` or `tf_efficientnet_b0`."""
+    ours = network.removeprefix("tf_")
+    return sorted(
+        name
+        for name, arch in ARCHITECTURES.items()
+        for a in (arch, *arch.alternatives)
+        if a.network.removeprefix("tf_") == ours and a.head_kernel in a.stable(dict.fromkeys(keys))
+    )
 
 
 def file_architecture(config: Mapping[str, Any]) -> str | None:

@@ -132,6 +132,10 @@ class Architecture:
     # The file's keys -> the names `layout` gives, for files whose names depend on how they
     # were written (Keras's automatic `conv2d_7` numbering: `keras_inception.renumber`).
     rename: Callable[[Collection[str]], Mapping[str, str]] | None = None
+    # The file's tensors that fill no variable but say what inputs the weights expect (Keras's
+    # EfficientNet holds its input normalization): `check(tensors, what)` raises
+    # `WeightFileError` where they differ from what `preprocessing` states.
+    check: Callable[[Mapping[str, np.ndarray], str], None] | None = None
 
     def stable(self, tensors: Mapping[str, T]) -> dict[str, T]:
         """The file's tensors (or shapes) under the names `layout` gives: `rename`'s."""
@@ -166,7 +170,7 @@ def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:
     """`arch`, or the first of its `alternatives` whose classifier `keys` hold when `arch`'s is
     not there (a file with neither is `arch`'s, and its errors name `arch`'s keys)."""
     for candidate in (arch, *arch.alternatives):
-        if candidate.head_kernel in keys:
+        if candidate.head_kernel in candidate.stable(dict.fromkeys(keys)):
             return candidate
     return arch
 

@@ -14,13 +14,24 @@ Ours: `stem_conv`, `stem_norm`, `stages_{i}/downsample_norm` / `downsample_conv`
 `stages_{i}/blocks_{j}/conv_dw` / `norm` / `fc1` / `fc2` and `gamma`, `head_norm`, `head`. The
 function is the same for both sources (no padding or epsilon convention differs: every strided
 convolution is 'VALID', the depthwise one pads 3 on each side, every LayerNorm has epsilon 1e-6).
+
+Keras Applications' files (`convnext_tiny.h5`, ..., from the official checkpoints) name layers
+after the model, `convnext_tiny_`: the `Sequential` stem `..._stem` holds `..._stem_conv` and
+`..._stem_layernorm` (its weights are keyed `convnext_tiny_stem/convnext_tiny_stem_conv/kernel:0`,
+`pretrained.files`), stage `i`'s downsampling `..._downsampling_block_{i - 1}` holds
+`..._downsampling_layernorm_{i - 1}` and `..._downsampling_conv_{i - 1}`, block `j` of stage `i` is
+`..._stage_{i}_block_{j}_` `depthwise_conv` (a grouped `Conv2D`: our kernel layout), `layernorm`,
+`pointwise_conv_1`, `pointwise_conv_2` (Dense) and `layer_scale` (`gamma:0`), then
+`..._head_layernorm` and `..._head_dense`. The function is ours (exact GELU, epsilon 1e-6); the
+model holds its preprocessing, a `Normalization` by constants (no weights) that takes [0, 255]
+inputs to `(x / 255 - mean) / std` with ImageNet's mean and std: our `Pretrained` defaults.
 """
 
 import dataclasses
 import math
 import re
 
-from pretrained.convert import TORCH, Architecture, Layout
+from pretrained.convert import KERAS, TORCH, Architecture, Layout
 
 _BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
@@ -32,6 +43,20 @@ _TV_STEM = {
     "head": "classifier.2",
 }
 _DOWNSAMPLE = {"downsample_norm": "0", "downsample_conv": "1"}
+# Keras's, after the model's name: `{model}_stage_0_block_0_depthwise_conv`, ...
+_KERAS_BLOCK = {
+    "conv_dw": "depthwise_conv",
+    "norm": "layernorm",
+    "fc1": "pointwise_conv_1",
+    "fc2": "pointwise_conv_2",
+}
+_KERAS_TOP = {
+    "stem_conv": "{model}_stem/{model}_stem_conv",
+    "stem_norm": "{model}_stem/{model}_stem_layernorm",
+    "head_norm": "{model}_head_layernorm",
+    "head": "{model}_head_dense",
+}
+_KERAS_DOWNSAMPLE = {"downsample_norm": "layernorm", "downsample_conv": "conv"}
 
 
 def _layer_scale_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
@@ -71,6 +96,28 @@ def torchvision_layout(path: tuple[str, ...]) -> str:
     return block if len(path) == 2 else f"{block}.{_TV_BLOCK[path[2]]}"
 
 
+def keras_layout(model: str) -> Layout:
+    """Our module path -> the Keras layer of the model named `model` (`convnext_tiny`)."""
+
+    def source(path: tuple[str, ...]) -> str:
+        if len(path) == 1:
+            return _KERAS_TOP[path[0]].format(model=model)
+        stage = _index(path[0], "stages")
+        if path[1] in _DOWNSAMPLE:
+            layer = _KERAS_DOWNSAMPLE[path[1]]
+            return (
+                f"{model}_downsampling_block_{stage - 1}/{model}_downsampling_{layer}_{stage - 1}"
+            )
+        name = f"{model}_stage_{stage}_block_{_index(path[1], 'blocks')}"
+        return f"{name}_layer_scale" if len(path) == 2 else f"{name}_{_KERAS_BLOCK[path[2]]}"
+
+    return source
+
+
+# Keras 2's names, and the layer scale's `gamma:0`.
+KERAS_FRAMEWORK = dataclasses.replace(KERAS, leaves={**KERAS.leaves, "gamma": ("gamma:0",)})
+
+
 def _index(name: str, kind: str) -> int:
     match = re.fullmatch(rf"{kind}_(\d+)", name)
     if match is None:
@@ -107,10 +154,34 @@ def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Ar
     )
 
 
-# timm's names, which are torchvision's and ours.
+def _keras(network: str) -> Architecture:
+    # Keras's pipeline resizes to 224 and says nothing of a crop: the official evaluation's
+    # bicubic 0.875 crop.
+    return Architecture(
+        network,
+        {},
+        _layout(keras_layout(network)),
+        head=("head",),
+        source_head=f"{network}_head_dense",
+        framework=KERAS_FRAMEWORK,
+        preprocessing={"interpolation": "bicubic"},
+    )
+
+
+_KERAS = {
+    f"keras_{name}": _keras(name)
+    for name in ("convnext_tiny", "convnext_small", "convnext_base", "convnext_large")
+}
+# timm's names, which are torchvision's and ours; Keras's files load as `keras_convnext_*` or
+# under these names (their classifier `convnext_tiny_head_dense` tells them apart).
 ARCHITECTURES = {
     "convnext_tiny": _architecture("convnext_tiny", 0.95, 236),
     "convnext_small": _architecture("convnext_small", 0.95, 230),
     "convnext_base": _architecture("convnext_base", 0.875, 232),
     "convnext_large": _architecture("convnext_large", 0.875, 232),
 }
+ARCHITECTURES = {
+    name: dataclasses.replace(arch, alternatives=(*arch.alternatives, _KERAS[f"keras_{name}"]))
+    for name, arch in ARCHITECTURES.items()
+}
+ARCHITECTURES |= _KERAS

@@ -27,11 +27,34 @@ Both of timm's flavours hold the same tensors; they differ in the conventions th
 trained with: timm's own in PyTorch (symmetric padding, BatchNorm epsilon 1e-5), the `tf_` ports
 of the TF checkpoints with TensorFlow's 'SAME' padding and epsilon 1e-3. The registry's two names
 carry those conventions, and loading states them so that a contradicting field raises.
+
+Keras Applications' files (`efficientnetb0.h5` ... `efficientnetb7.h5`) name a layer per
+convolution and per BatchNorm: `stem_conv` / `stem_bn`, block `{stage + 1}{letter}_` (`block2a_`,
+`block2b_`: `a` for a stage's first block) `expand_conv`, `expand_bn`, `dwconv`, `bn`, `se_reduce`,
+`se_expand`, `project_conv`, `project_bn`, then `top_conv` / `top_bn` and the Dense `predictions`.
+Their function is the TF checkpoints', our `tf_` conventions: every stride-2 layer pads with
+`correct_pad` (TensorFlow's 'SAME'), BatchNorm epsilon 1e-3, SiLU; widths `round_filters`
+(`make_divisible(c * width, 8)`), repeats `ceil(n * depth)`, expansion convolutions
+`c_in * 6` wide (a multiple of 8, as ours), squeeze-excite `int(c_in / 4)` wide (our quarter of
+the block's input), the head `round_filters(1280)`, the paper's dropout rates. Keras's model holds
+its preprocessing: `Rescaling(1 / 255)`, a `Normalization` layer whose weights the file holds, and
+for `weights='imagenet'` a `Rescaling(1 / sqrt(std))`. The published files' Normalization holds
+ImageNet's mean and, as its *variance*, ImageNet's std (tensorflow/tensorflow#49930): the extra
+rescaling makes that `(x / 255 - mean) / std`, the TF reference's normalization, which the
+`Pretrained` record states (our default mean and std, of [0, 1] inputs) and `check_normalization`
+verifies on each file (Keras builds a file's model without that rescaling when given the file's
+path, and then computes another function: `(x / 255 - mean) / sqrt(std)`).
 """
 
-import flax.linen as nn
+import dataclasses
+import re
+from collections.abc import Collection, Mapping
 
-from pretrained.convert import Architecture, Layout
+import flax.linen as nn
+import numpy as np
+
+from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.files import WeightFileError
 from pretrained.mobilenet import _DEPTHWISE_SEPARABLE, _INVERTED_RESIDUAL, _SQUEEZE_EXCITE
 
 _TOP = {
@@ -191,9 +214,95 @@ def _timm(name: str) -> Architecture:
     )
 
 
+_KERAS_TOP = {
+    "stem/conv": "stem_conv",
+    "stem/bn": "stem_bn",
+    "head/conv": "top_conv",
+    "head/bn": "top_bn",
+    "classifier": "predictions",
+}
+_KERAS_BLOCK = {
+    "expand/conv": "expand_conv",
+    "expand/bn": "expand_bn",
+    "depthwise/conv": "dwconv",
+    "depthwise/bn": "bn",
+    "squeeze_excite/Conv": "se_reduce",
+    "squeeze_excite/Conv_1": "se_expand",
+    "project/conv": "project_conv",
+    "project/bn": "project_bn",
+}
+
+
+def keras_layout(module: nn.Module) -> Layout:
+    """Our module paths -> Keras's layer names (the same for every variant)."""
+    del module
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return _KERAS_TOP["/".join(path)]
+        _, stage, block = path[0].split("_")
+        letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ...
+        return f"block{int(stage) + 1}{letter}_{_KERAS_BLOCK['/'.join(path[1:])]}"
+
+    return source
+
+
+# Keras's in-model input normalization: a layer named by Keras's session counter.
+_NORMALIZATION = re.compile(r"normalization(?:_\d+)?/")
+KERAS_MEAN, KERAS_VARIANCE = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _keras_rename(keys: Collection[str]) -> dict[str, str]:
+    """`normalization_3/mean:0` -> `normalization/mean:0`; other keys as they are."""
+    return {key: _NORMALIZATION.sub("normalization/", key, count=1) for key in keys}
+
+
+def check_normalization(tensors: Mapping[str, np.ndarray], what: str) -> None:
+    """Raises unless the file's Normalization layer is the published files' (ImageNet's mean and
+    std, the std as its variance), the one Keras's `weights='imagenet'` pipeline and our
+    `Pretrained` record turn into `(x / 255 - mean) / std`."""
+    for leaf, published in (("mean", KERAS_MEAN), ("variance", KERAS_VARIANCE)):
+        key = f"normalization/{leaf}:0"
+        if key not in tensors:
+            raise WeightFileError(f"{what} has no input normalization {key!r}")
+        found = np.asarray(tensors[key], np.float64).reshape(-1)
+        if found.shape != (3,) or not np.allclose(found, published, rtol=0, atol=1e-6):
+            raise WeightFileError(
+                f"{what}'s input normalization {key!r} is {found.round(6).tolist()}, not the "
+                f"published {list(published)}: its inputs would need other preprocessing"
+            )
+
+
+def _keras(name: str) -> Architecture:
+    size, crop = _INPUTS[f"tf_{name}"]  # the TF reference's evaluation: crop size / (size + 32)
+    return Architecture(
+        f"tf_{name}",
+        _TF,
+        keras_layout,
+        head=("classifier",),
+        source_head="predictions",
+        dropped=("normalization",),
+        preprocessing={"image_size": size, "crop_fraction": crop, "interpolation": "bicubic"},
+        framework=KERAS,
+        rename=_keras_rename,
+        check=check_normalization,
+    )
+
+
+_KERAS = {f"keras_efficientnet_b{i}": _keras(f"efficientnet_b{i}") for i in range(8)}
+
 # timm's names, which are ours (and torchvision's for B0-B7: its files are the alternative
-# layout); torchvision's V2 names, which timm's differ from.
+# layout); torchvision's V2 names, which timm's differ from. Keras's files load as
+# `keras_efficientnet_b*` or under the `tf_` names, whose timm entries take a file whose
+# classifier is `predictions` as Keras's.
 ARCHITECTURES = {
     **{name: _timm(name) for name in _INPUTS},
     **{name: _torchvision(name) for name in _TORCHVISION if name.startswith("efficientnet_v2")},
 }
+ARCHITECTURES |= {
+    f"tf_efficientnet_b{i}": dataclasses.replace(
+        ARCHITECTURES[f"tf_efficientnet_b{i}"], alternatives=(_KERAS[f"keras_efficientnet_b{i}"],)
+    )
+    for i in range(8)
+}
+ARCHITECTURES |= _KERAS

@@ -8,7 +8,9 @@
   when it is installed (`pip install 'jax-nets-factory[keras]'`). The root's `layer_names`
   attribute lists the layers, each layer's group its `weight_names` (`conv1/kernel:0`), whose
   datasets it holds; a whole-model file (`model.save`) has the same under `model_weights`. Keys
-  are `<layer>/<leaf>`: `conv1/kernel:0`, `conv_dw_1/depthwise_kernel:0`.
+  are `<layer>/<leaf>`: `conv1/kernel:0`, `conv_dw_1/depthwise_kernel:0`; a layer of layers
+  (Keras's ConvNeXt's `Sequential` stem) keeps each weight's inner layer:
+  `convnext_tiny_stem/convnext_tiny_stem_conv/kernel:0`.
 
 Nothing here downloads anything: paths are local files.
 """
@@ -158,10 +160,18 @@ def _read_keras(path: Path) -> dict[str, np.ndarray]:
             for layer in map(_text, root.attrs["layer_names"]):
                 group = root[layer]
                 for name in map(_text, group.attrs.get("weight_names", ())):
-                    tensors[f"{layer}/{name.rpartition('/')[2]}"] = np.asarray(group[name])
+                    tensors[_keras_key(layer, name)] = np.asarray(group[name])
             return tensors
     except (OSError, KeyError) as e:
         raise WeightFileError(f"{path} is not a readable Keras HDF5 file: {e}") from None
+
+
+def _keras_key(layer: str, name: str) -> str:
+    """`conv1`, `conv1/kernel:0` -> `conv1/kernel:0`; a layer of layers (a `Sequential` stem)
+    names each weight by its inner layer: `stem`, `stem_conv/kernel:0` ->
+    `stem/stem_conv/kernel:0`."""
+    inner, _, leaf = name.rpartition("/")
+    return f"{layer}/{leaf}" if inner in ("", layer) else f"{layer}/{inner}/{leaf}"
 
 
 def _text(name: bytes | str) -> str:

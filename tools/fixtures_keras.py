@@ -48,11 +48,19 @@ V2_ALPHAS |= {"keras_mobilenet_v2_0_35": 0.35}
 
 def weight_names(layer, name: str | None = None) -> list[str]:
     """Keras 2's names of a layer's weights: `conv1/kernel:0`, `conv1_bn/moving_mean:0`,
-    `conv_dw_1/depthwise_kernel:0` (Keras 3 calls that one `kernel`); `name`: the layer's."""
-    depthwise = isinstance(layer, keras.layers.DepthwiseConv2D)
-    leaves = [w.path.rpartition("/")[2] for w in layer.weights]
-    leaves = ["depthwise_kernel" if depthwise and v == "kernel" else v for v in leaves]
-    return [f"{name or layer.name}/{leaf}:0" for leaf in leaves]
+    `conv_dw_1/depthwise_kernel:0` (Keras 3 calls that one `kernel`); `name`: the layer's. A
+    layer of layers (ConvNeXt's `Sequential` stem) names each weight by its inner layer
+    (`convnext_tiny_stem_conv/kernel:0`), and ConvNeXt's `LayerScale` its one weight `gamma`
+    (Keras 3: `variable_3`)."""
+    names = []
+    for w in layer.weights:
+        inner, _, leaf = w.path.removeprefix(f"{layer.name}/").rpartition("/")
+        if isinstance(layer, keras.layers.DepthwiseConv2D) and leaf == "kernel":
+            leaf = "depthwise_kernel"
+        if type(layer).__name__ == "LayerScale":
+            leaf = "gamma"
+        names.append(f"{inner or name or layer.name}/{leaf}:0")
+    return names
 
 
 def write_h5(

@@ -1,0 +1,202 @@
+"""load_pretrained on Keras Applications' EfficientNet, DenseNet and ConvNeXt files: parity with
+Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py), the inputs Keras's own
+pipeline feeds them, their conventions, and one-line errors for files under the wrong name."""
+
+import functools
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import nets_factory
+from pretrained import WeightFileError
+from pretrained.architectures import IMAGENET_MEAN, IMAGENET_STD
+from tests.test_pretrained import FIXTURES, relative_error
+
+h5py = pytest.importorskip("h5py")
+
+# Keras's `EfficientNet(width_coefficient=0.1, depth_coefficient=0.5)`, `DenseNet([1, 1, 1, 1])`
+# and `ConvNeXt((1, 1, 2, 1), (8, 16, 24, 32), name="convnext_tiny")`, 10 classes, at 72 px (even
+# and odd maps), as our networks' fields.
+EFFICIENTNET = {"width_multiplier": 0.1, "depth_multiplier": 0.5}
+DENSENET = {"block_config": (1, 1, 1, 1)}
+CONVNEXT = {"depths": (1, 1, 2, 1), "widths": (8, 16, 24, 32)}
+B0 = ("keras_efficientnet_b0", "keras_efficientnet")
+SMALL = {"keras_efficientnet": EFFICIENTNET, "keras_densenet": DENSENET, "keras_convnext": CONVNEXT}
+
+
+def path(case):
+    return FIXTURES / "parity" / case / "model.h5"
+
+
+def expected(case):
+    return load_file(FIXTURES / "parity" / case / "expected.safetensors")
+
+
+@functools.cache
+def loaded(name, case):
+    return nets_factory.load_pretrained(name, path(case), **SMALL[case])
+
+
+@functools.cache
+def jitted(network_fn):
+    return jax.jit(network_fn.apply)
+
+
+def logits(network_fn, variables, images):
+    return jitted(network_fn)(variables, np.asarray(images, np.float32))[0]
+
+
+def test_efficientnet_logits_are_kerass_from_its_0_255_inputs():
+    # Keras's model rescales and normalizes inside; ours takes what the `Pretrained` record says.
+    network_fn, variables = loaded(*B0)
+    reference = expected("keras_efficientnet")
+    info = network_fn.pretrained
+    assert (info.mean, info.std) == (IMAGENET_MEAN, IMAGENET_STD)
+    assert (info.image_size, info.crop_fraction, info.interpolation) == (224, 0.875, "bicubic")
+    assert info.source == "keras_efficientnet_b0" and info.class_names == ()  # 10 classes
+    images = (reference["images"] / 255 - np.array(info.mean)) / np.array(info.std)
+    ours = logits(network_fn, variables, images.astype(np.float32))
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.8e-7
+    module = network_fn.module
+    assert (module.padding, module.bn_epsilon) == ("SAME", 1e-3)  # the `tf_` conventions
+    # The Normalization's std-as-variance read as a variance (Keras given the file's path, not
+    # `weights='imagenet'`) is another function: 7e-3 away.
+    quirk = (reference["images"] / 255 - np.array(info.mean)) / np.sqrt(np.array(info.std))
+    assert relative_error(logits(network_fn, variables, quirk), reference["logits"]) > 1e-3
+
+
+def test_tf_efficientnet_takes_kerass_files_and_torchs_conventions_are_refused():
+    network_fn, variables = loaded("tf_efficientnet_b0", "keras_efficientnet")
+    keras_fn, keras_variables = loaded(*B0)
+    assert network_fn.pretrained.source == "tf_efficientnet_b0"
+    assert network_fn.module == keras_fn.module
+    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+    # timm's PyTorch padding moves the 72 px fixture's logits by 9e-3.
+    with pytest.raises(ValueError, match=r"trained with padding='SAME'; padding='SYMMETRIC' would"):
+        nets_factory.load_pretrained(
+            "keras_efficientnet_b0", path("keras_efficientnet"), padding="SYMMETRIC", **EFFICIENTNET
+        )
+    with pytest.raises(
+        WeightFileError,
+        match=r"no classifier 'classifier.weight': not a efficientnet_b0 file \(files with its "
+        r"classifier key load as keras_efficientnet_b0, tf_efficientnet_b0\)$",
+    ):
+        nets_factory.load_pretrained("efficientnet_b0", path("keras_efficientnet"), **EFFICIENTNET)
+
+
+def test_an_efficientnet_file_with_other_normalization_is_refused(tmp_path):
+    # The layer's name is Keras's session counter's: `normalization_3` is the same layer.
+    shutil.copy(path("keras_efficientnet"), tmp_path / "model.h5")
+    with h5py.File(tmp_path / "model.h5", "r+") as f:
+        f.move("normalization", "normalization_3")
+        f.attrs["layer_names"] = [
+            "normalization_3" if name == "normalization" else name
+            for name in f.attrs["layer_names"]
+        ]
+        group = f["normalization_3"]
+        for leaf in ("mean", "variance", "count"):
+            group.move(f"normalization/{leaf}:0", f"normalization_3/{leaf}:0")
+        group.attrs["weight_names"] = [
+            f"normalization_3/{leaf}:0" for leaf in ("mean", "variance", "count")
+        ]
+    _, variables = nets_factory.load_pretrained(
+        "keras_efficientnet_b0", tmp_path / "model.h5", **EFFICIENTNET
+    )
+    jax.tree.map(np.testing.assert_array_equal, variables, loaded(*B0)[1])
+    # A file whose Normalization holds the squared std (an adapted layer, or Keras's layer given
+    # the right variance) computes `(x / 255 - mean) / std` only without Keras's extra rescaling.
+    with h5py.File(tmp_path / "model.h5", "r+") as f:
+        f["normalization_3/normalization_3/variance:0"][...] = np.square(IMAGENET_STD)
+    with pytest.raises(
+        WeightFileError,
+        match=r"input normalization 'normalization/variance:0' is \[0.052441, 0.050176, 0.050625"
+        r"\], not the published \[0.229, 0.224, 0.225\]: its inputs would need other",
+    ):
+        nets_factory.load_pretrained("keras_efficientnet_b0", tmp_path / "model.h5", **EFFICIENTNET)
+
+
+def test_densenet_logits_are_kerass():
+    network_fn, variables = loaded("keras_densenet121", "keras_densenet")
+    reference = expected("keras_densenet")
+    ours = logits(network_fn, variables, reference["images"])
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 2.5e-7
+    assert network_fn.module.bn_epsilon == 1.001e-5
+    info = network_fn.pretrained  # `densenet.preprocess_input`: mode 'torch'
+    assert (info.mean, info.std) == (IMAGENET_MEAN, IMAGENET_STD)
+
+
+@pytest.mark.parametrize(
+    ("name", "case"), [("densenet121", "keras_densenet"), ("convnext_tiny", "keras_convnext")]
+)
+def test_registry_names_take_kerass_files(name, case):
+    # The file's classifier (`predictions`, `convnext_tiny_head_dense`) tells Keras's layout.
+    network_fn, variables = loaded(name, case)
+    keras_fn, keras_variables = loaded(f"keras_{name}", case)
+    assert network_fn.pretrained.source == name and network_fn.module == keras_fn.module
+    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+
+
+def test_densenet_epsilon_is_kerass_and_other_spellings_load(tmp_path):
+    # With every running variance 0, BatchNorm divides by sqrt(epsilon): Keras's 1.001e-5 and
+    # PyTorch's 1e-5 give logits 5e-4 apart.
+    network_fn, variables = loaded("keras_densenet121", "keras_densenet")
+    zeroed = {**variables, "batch_stats": jax.tree.map(np.zeros_like, variables["batch_stats"])}
+    images = expected("keras_densenet")["images"]
+    torch_like = nets_factory.get_network_fn("densenet121", 10, **DENSENET)
+    keras = logits(network_fn, zeroed, images)
+    assert relative_error(logits(torch_like, zeroed, images), np.asarray(keras)) > 1e-4
+    with pytest.raises(ValueError, match=r"trained with bn_epsilon=1.001e-05; bn_epsilon=1e-05"):
+        nets_factory.load_pretrained(
+            "keras_densenet121", path("keras_densenet"), bn_epsilon=1e-5, **DENSENET
+        )
+    # Keras 3's `conv1_conv` and keras-applications' `fc1000` are the same layers.
+    with h5py.File(path("keras_densenet")) as f, h5py.File(tmp_path / "model.h5", "w") as out:
+        names = {"conv1/conv": "conv1_conv", "conv1/bn": "conv1_bn", "predictions": "fc1000"}
+        layers = [names.get(layer, layer) for layer in f.attrs["layer_names"]]
+        out.attrs["layer_names"] = layers
+        for old, new in zip(f.attrs["layer_names"], layers, strict=True):
+            group = out.create_group(new)
+            leaves = [w.rpartition("/")[2] for w in f[old].attrs["weight_names"]]
+            group.attrs["weight_names"] = [f"{new}/{leaf}" for leaf in leaves]
+            for leaf in leaves:
+                group[f"{new}/{leaf}"] = f[old][f"{old}/{leaf}"][...]
+    _, renamed = nets_factory.load_pretrained("densenet121", tmp_path / "model.h5", **DENSENET)
+    jax.tree.map(np.testing.assert_array_equal, renamed, variables)
+
+
+def test_convnext_logits_are_kerass_from_its_0_255_inputs():
+    network_fn, variables = loaded("keras_convnext_tiny", "keras_convnext")
+    reference = expected("keras_convnext")
+    info = network_fn.pretrained  # Keras's in-model Normalization: ImageNet's, of [0, 255]
+    assert (info.mean, info.std, info.interpolation) == (IMAGENET_MEAN, IMAGENET_STD, "bicubic")
+    images = (reference["images"] / 255 - np.array(info.mean)) / np.array(info.std)
+    ours = logits(network_fn, variables, images.astype(np.float32))
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.5e-7
+
+
+def test_convnext_sequential_layers_fill_our_stem_and_downsampling():
+    # Keras's stem and downsampling layers are `Sequential`s: their weights are keyed by the inner
+    # layer (a LayerNorm's `beta:0` beside a convolution's `bias:0` in one group).
+    _, variables = loaded("keras_convnext_tiny", "keras_convnext")
+    params = variables["params"]
+    with h5py.File(path("keras_convnext")) as f:
+        stem = f["convnext_tiny_stem"]
+        np.testing.assert_array_equal(
+            params["stem_norm"]["bias"], stem["convnext_tiny_stem_layernorm/beta:0"][...]
+        )
+        np.testing.assert_array_equal(
+            params["stem_conv"]["bias"], stem["convnext_tiny_stem_conv/bias:0"][...]
+        )
+        down = f["convnext_tiny_downsampling_block_2"]
+        np.testing.assert_array_equal(
+            params["stages_3"]["downsample_conv"]["kernel"],
+            down["convnext_tiny_downsampling_conv_2/kernel:0"][...],
+        )
+        scale = f["convnext_tiny_stage_2_block_1_layer_scale"]
+        np.testing.assert_array_equal(
+            params["stages_2"]["blocks_1"]["gamma"],
+            scale["convnext_tiny_stage_2_block_1_layer_scale/gamma:0"][...],
+        )

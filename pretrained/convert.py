@@ -19,6 +19,7 @@ the others as `alternatives`; `for_keys` picks the one whose classifier the file
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
@@ -164,6 +165,15 @@ class Architecture:
 
     def _under(self, key: str, prefixes: tuple[str, ...]) -> bool:
         return key.startswith(tuple(prefix + self.framework.separator for prefix in prefixes))
+
+
+def module_index(name: str, kind: str) -> int:
+    """The number in one of our numbered module names: `module_index('blocks_3', 'blocks')` is 3.
+    Layouts use it to find a source's numbering; anything else is a bug, said as one line."""
+    match = re.fullmatch(rf"{kind}_(\d+)", name)
+    if match is None:
+        raise ValueError(f"not a module path we number: {name!r} (expected {kind}_N)")
+    return int(match.group(1))
 
 
 def for_keys(arch: Architecture, keys: Collection[str]) -> Architecture:

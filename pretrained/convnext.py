@@ -29,9 +29,8 @@ inputs to `(x / 255 - mean) / std` with ImageNet's mean and std: our `Pretrained
 
 import dataclasses
 import math
-import re
 
-from pretrained.convert import KERAS, TORCH, Architecture, Layout
+from pretrained.convert import KERAS, TORCH, Architecture, Layout, module_index
 
 _BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
@@ -78,10 +77,10 @@ def timm_layout(path: tuple[str, ...]) -> str:
     """Our module path -> timm's prefix."""
     if len(path) == 1:
         return _STEM[path[0]]
-    stage = _index(path[0], "stages")
+    stage = module_index(path[0], "stages")
     if path[1] in _DOWNSAMPLE:
         return f"stages.{stage}.downsample.{_DOWNSAMPLE[path[1]]}"
-    block = f"stages.{stage}.blocks.{_index(path[1], 'blocks')}"
+    block = f"stages.{stage}.blocks.{module_index(path[1], 'blocks')}"
     return block if len(path) == 2 else f"{block}.{_BLOCK[path[2]]}"
 
 
@@ -89,10 +88,10 @@ def torchvision_layout(path: tuple[str, ...]) -> str:
     """Our module path -> torchvision's prefix."""
     if len(path) == 1:
         return _TV_STEM[path[0]]
-    stage = _index(path[0], "stages")
+    stage = module_index(path[0], "stages")
     if path[1] in _DOWNSAMPLE:
         return f"features.{2 * stage}.{_DOWNSAMPLE[path[1]]}"
-    block = f"features.{2 * stage + 1}.{_index(path[1], 'blocks')}"
+    block = f"features.{2 * stage + 1}.{module_index(path[1], 'blocks')}"
     return block if len(path) == 2 else f"{block}.{_TV_BLOCK[path[2]]}"
 
 
@@ -102,13 +101,13 @@ def keras_layout(model: str) -> Layout:
     def source(path: tuple[str, ...]) -> str:
         if len(path) == 1:
             return _KERAS_TOP[path[0]].format(model=model)
-        stage = _index(path[0], "stages")
+        stage = module_index(path[0], "stages")
         if path[1] in _DOWNSAMPLE:
             layer = _KERAS_DOWNSAMPLE[path[1]]
             return (
                 f"{model}_downsampling_block_{stage - 1}/{model}_downsampling_{layer}_{stage - 1}"
             )
-        name = f"{model}_stage_{stage}_block_{_index(path[1], 'blocks')}"
+        name = f"{model}_stage_{stage}_block_{module_index(path[1], 'blocks')}"
         return f"{name}_layer_scale" if len(path) == 2 else f"{name}_{_KERAS_BLOCK[path[2]]}"
 
     return source
@@ -116,13 +115,6 @@ def keras_layout(model: str) -> Layout:
 
 # Keras 2's names, and the layer scale's `gamma:0`.
 KERAS_FRAMEWORK = dataclasses.replace(KERAS, leaves={**KERAS.leaves, "gamma": ("gamma:0",)})
-
-
-def _index(name: str, kind: str) -> int:
-    match = re.fullmatch(rf"{kind}_(\d+)", name)
-    if match is None:
-        raise ValueError(f"not a ConvNeXt module path: {name!r} (expected {kind}_N)")
-    return int(match.group(1))
 
 
 def _layout(layout: Layout):

@@ -20,7 +20,7 @@ are skipped as PyTorch's BatchNorm counter `num_batches_tracked` is. The tables 
 import dataclasses
 import re
 
-from pretrained.convert import TORCH, Architecture, Framework, Layout
+from pretrained.convert import TORCH, Architecture, Framework, Layout, module_index
 
 _TABLE = "relative_position_bias_table"
 FRAMEWORK: Framework = dataclasses.replace(
@@ -46,19 +46,12 @@ def torchvision_layout(path: tuple[str, ...]) -> str:
         return _TV_TOP[path]
     if len(path) == 1:  # norm, head
         return path[0]
-    stage = _index(path[0], "layers")
+    stage = module_index(path[0], "layers")
     if path[1] == "downsample":
         return ".".join((f"features.{2 * stage}", *path[2:]))
-    block = _index(path[1], "blocks")
+    block = module_index(path[1], "blocks")
     rest = (_TV_MLP[path[3]],) if path[2] == "mlp" else path[2:]
     return ".".join((f"features.{2 * stage + 1}.{block}", *rest))
-
-
-def _index(name: str, kind: str) -> int:
-    match = re.fullmatch(rf"{kind}_(\d+)", name)
-    if match is None:
-        raise ValueError(f"not a Swin module path: {name!r} (expected {kind}_N)")
-    return int(match.group(1))
 
 
 def _layout(layout: Layout):

@@ -47,9 +47,11 @@ from nets.layers.padding import Pads, output_size
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
 _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
 _ROWS_MIN_OUTPUT_PIXELS = 14 * 14  # smaller maps keep XLA's own filter gradient
-# The chunked filter gradient: for convolutions of at most this many input channels, im2col
-# patches of about this many output pixels at a time (2048 x 9 x 16 float32 = 1.2 MB: cache-sized).
+# The chunked filter gradient: for convolutions of at most this many input channels whose whole
+# batch of im2col patches would exceed 8 MB of float32, patches of about `_CHUNK_PIXELS` output
+# pixels at a time (2048 x 9 x 16 float32 = 1.2 MB: cache-sized).
 _CHUNKED_MAX_IN_FEATURES = 64
+_CHUNKED_MIN_PATCH_ELEMENTS = 1 << 21
 _CHUNK_PIXELS = 2048
 
 
@@ -249,7 +251,7 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     if method == "patches":  # tiny outputs: the forward's im2col patches are small
         patches = _patches(x, kh, kw, strides, padding, (ho, wo))
         return _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,))).reshape(w_shape)
-    if method == "xla" and x.shape[3] <= _CHUNKED_MAX_IN_FEATURES:
+    if method == "xla" and _chunked_pays(x.shape, w_shape, dy.shape):
         return _chunked_filter_grad(x, dy, w_shape, strides, padding, precision)
     if groups == 1 and large_map and _row_patches_fit(x.shape, w_shape, padding, wo):
         # One patches^T @ dy product per kernel row. XLA:CPU's own filter gradient transposes
@@ -274,6 +276,14 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     w = jnp.zeros(w_shape, dy.dtype)
     _, vjp = jax.vjp(lambda w_: _xla_conv(x, w_, strides, padding, groups, precision), w)
     return vjp(dy)[0]
+
+
+def _chunked_pays(x_shape, w_shape, dy_shape) -> bool:
+    """Whether `_chunked_filter_grad` is measured faster than the alternatives (see its doc)."""
+    kh, kw, c, _ = w_shape
+    n, ho, wo, _ = dy_shape
+    patch_elements = n * ho * wo * kh * kw * c
+    return c <= _CHUNKED_MAX_IN_FEATURES and patch_elements >= _CHUNKED_MIN_PATCH_ELEMENTS
 
 
 def _chunked_filter_grad(x, dy, w_shape, strides, padding, precision):

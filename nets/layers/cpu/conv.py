@@ -22,6 +22,11 @@ writes the rest as matrix products, which XLA:CPU runs well:
   ReLU, residual sums) inside the transposes: up to 340 ms for one 1x1 convolution of a
   ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 keep XLA's own, which
   is faster there; so does anything above 256 MB of patches.
+- the filter gradient of few-channel convolutions (CIFAR ResNets: at most 64 input channels)
+  whose whole-batch patches would exceed 8 MB: the same product over chunks of ~2048 output
+  pixels, a `lax.scan` whose patches stay in cache. XLA:CPU `mmap`s an executable's temporaries
+  afresh at every run, so every page they touch costs a page fault (~40% of ResNet-20's step at
+  batch 128 was kernel time); the row patches above tripled its temporaries (289 -> 855 MB).
 - grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
   of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
 - depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
@@ -49,7 +54,9 @@ _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to X
 _ROWS_MIN_OUTPUT_PIXELS = 14 * 14  # smaller maps keep XLA's own filter gradient
 # The chunked filter gradient: for convolutions of at most this many input channels whose whole
 # batch of im2col patches would exceed 8 MB of float32, patches of about `_CHUNK_PIXELS` output
-# pixels at a time (2048 x 9 x 16 float32 = 1.2 MB: cache-sized).
+# pixels at a time (2048 x 9 x 16 float32 = 1.2 MB: cache-sized). Above 64 channels ResNet-18's
+# step was faster without it (its own row patches); under 8 MB XLA's own is as fast (ResNet-20 on
+# the 8 px digits at batch 64, 2.4 MB: 0.97x chunked), and keeps that job's numerics.
 _CHUNKED_MAX_IN_FEATURES = 64
 _CHUNKED_MIN_PATCH_ELEMENTS = 1 << 21
 _CHUNK_PIXELS = 2048
@@ -287,15 +294,14 @@ def _chunked_pays(x_shape, w_shape, dy_shape) -> bool:
 
 
 def _chunked_filter_grad(x, dy, w_shape, strides, padding, precision):
-    """`patches^T @ dy` summed over chunks of whole images of about `_CHUNK_PIXELS` outputs each.
+    """`patches^T @ dy` summed over chunks of whole images of about `_CHUNK_PIXELS` outputs each
+    (a `lax.scan`), and the images left after the last whole chunk as one more product.
 
-    For the few-channel convolutions of CIFAR-size networks, both XLA's own filter gradient and
-    whole-batch patches stream hundreds of MB through memory that XLA:CPU maps afresh at every
-    step (its temporary buffer is `mmap`ed per execution, so each page first touched costs a
-    page fault): the row patches above tripled ResNet-20's temporaries (289 -> 855 MB at batch
-    128) and spent ~60% of its step in their copies and products. A `lax.scan` over chunks keeps
-    each chunk's patches in cache and adds no temporaries. The images left over after the last
-    whole chunk are one more product.
+    Whole-batch patches, or the row patches, of a few-channel convolution stream hundreds of MB
+    of temporaries through memory that XLA:CPU maps afresh at every run (see the module doc);
+    chunks of 2048 pixels (1.2 MB of patches at 16 channels) stay in cache and add none.
+    ResNet-20 at batch 128, 32 px: 1.3-1.6x the whole step over the row patches, interleaved
+    (2048 beat 512, 1024, 4096 and 8192 there).
     """
     kh, kw, c, out = w_shape
     n, ho, wo, _ = dy.shape

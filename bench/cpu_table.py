@@ -5,11 +5,12 @@
 
 Each row times the full train step of `bench/train_step.py` (SGD momentum, cross-entropy,
 BatchNorm updates, float32) with the zoo's `nets.layers.Conv` and with plain `flax.linen.Conv`,
-interleaved in this process, then PyTorch's eager step in its default and its `channels_last`
-memory formats (`bench/torch_resnet.py`): in this process when torch imports here, otherwise in
-the `--torch-python` interpreter (an environment with torch and no JAX), run after the JAX
-timings so the two never share the cores. PyTorch is never a dependency: without it the PyTorch
-columns say so. Figures are medians over `--steps` steps, in img/s.
+interleaved in this process (with `training.host_memory`'s malloc settings, as `train.py` runs;
+`--malloc-defaults` leaves glibc's), then PyTorch's eager step in its default and its
+`channels_last` memory formats (`bench/torch_resnet.py`): in this process when torch imports
+here, otherwise in the `--torch-python` interpreter (an environment with torch and no JAX), run
+after the JAX timings so the two never share the cores. PyTorch is never a dependency: without
+it the PyTorch columns say so. Figures are medians over `--steps` steps, in img/s.
 """
 
 import argparse
@@ -20,6 +21,8 @@ import sys
 from pathlib import Path
 
 import train_step
+
+from training import host_memory
 
 # (network, batch, image size, classes, steps): the issue's rows; the slow ResNet-50 takes fewer.
 ROWS = (
@@ -62,7 +65,14 @@ def main() -> None:
     parser.add_argument("--torch-python", help="an interpreter with torch, when this one has none")
     parser.add_argument("--rows", default=",".join(r[0] for r in ROWS), help="networks to time")
     parser.add_argument("--steps", type=int, help="steps a row; default: each row's own")
+    parser.add_argument(
+        "--malloc-defaults",
+        action="store_true",
+        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
+    )
     args = parser.parse_args()
+    if not args.malloc_defaults:
+        host_memory.reuse_freed_memory()  # as train.py does: before JAX starts its threads
     wanted = args.rows.split(",")
     unknown = set(wanted) - {r[0] for r in ROWS}
     if unknown:

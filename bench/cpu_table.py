@@ -22,8 +22,6 @@ from pathlib import Path
 
 import train_step
 
-from training import host_memory
-
 # (network, batch, image size, classes, steps): the rows; the slow ResNet-50 takes fewer.
 ROWS = (
     ("resnet18", 32, 64, 1000, 10),
@@ -65,14 +63,9 @@ def main() -> None:
     parser.add_argument("--torch-python", help="an interpreter with torch, when this one has none")
     parser.add_argument("--rows", default=",".join(r[0] for r in ROWS), help="networks to time")
     parser.add_argument("--steps", type=int, help="steps a row; default: each row's own")
-    parser.add_argument(
-        "--malloc-defaults",
-        action="store_true",
-        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
-    )
+    train_step.add_malloc_flag(parser)
     args = parser.parse_args()
-    if not args.malloc_defaults:
-        host_memory.reuse_freed_memory()  # as train.py does: before JAX starts its threads
+    train_step.set_malloc(args)
     wanted = args.rows.split(",")
     unknown = set(wanted) - {r[0] for r in ROWS}
     if unknown:

@@ -109,6 +109,21 @@ def run_interleaved(timers: dict, steps: int) -> dict[str, float]:
     return {label: statistics.median(t.times) for label, t in timers.items()}
 
 
+def add_malloc_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--malloc-defaults",
+        action="store_true",
+        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
+    )
+
+
+def set_malloc(args: argparse.Namespace) -> None:
+    """`training.host_memory`'s malloc settings unless `--malloc-defaults`, as `train.py` does:
+    before JAX starts its threads."""
+    if not args.malloc_defaults:
+        host_memory.reuse_freed_memory()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name")
@@ -127,14 +142,9 @@ def main() -> None:
     parser.add_argument(
         "--torch", action="store_true", help="also time PyTorch (see bench/torch_resnet.py)"
     )
-    parser.add_argument(
-        "--malloc-defaults",
-        action="store_true",
-        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
-    )
+    add_malloc_flag(parser)
     args = parser.parse_args()
-    if not args.malloc_defaults:
-        host_memory.reuse_freed_memory()  # as train.py does: before JAX starts its threads
+    set_malloc(args)
     if args.torch and importlib.util.find_spec("torch") is None:  # before minutes of compiling
         sys.exit("train_step.py: --torch needs PyTorch, which is not installed: pip install torch")
 

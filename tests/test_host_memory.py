@@ -39,6 +39,6 @@ def page_faults(mode: str) -> int:
 
 
 def test_reused_temporaries_fault_no_pages():
-    # With glibc's defaults every run faulted ~430,000 pages here; reused memory, none (a run
-    # may still grow the heap once, as the freed blocks fragment).
-    assert page_faults("reuse") < 2_000
+    # With glibc's defaults every run faulted ~430,000 pages here; with reused memory none, or in
+    # some processes ~8,600 (34 MB that XLA:CPU maps outside malloc, e.g. a matmul's scratch).
+    assert page_faults("reuse") < 40_000

@@ -8,8 +8,9 @@ the kernel. With one arena, no `mmap` and no trimming, glibc keeps the freed hea
 same pages back at the next run; the process keeps its peak memory, which the next step needs
 anyway. Measured: 1.25x ResNet-20's train step (batch 128, 32 px), processes alternated.
 
-`reuse_freed_memory()` must run before JAX starts its thread pools (before the first device
-query); it does nothing where the C library is not glibc.
+`reuse_freed_memory()` must run early, before JAX starts its thread pools (before the first
+device query): a thread that has allocated keeps the arena it took. `train.py` calls it while the
+process has one thread. It does nothing where the C library is not glibc.
 """
 
 import ctypes

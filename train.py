@@ -18,7 +18,7 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from training import cli, config
+from training import cli, config, host_memory
 from training.errors import UserError
 from training.preemption import Interrupted
 
@@ -35,6 +35,12 @@ _COORDINATOR = flags.DEFINE_string(
 )
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: how many processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
+_MALLOC_REUSE = flags.DEFINE_bool(
+    "malloc_reuse",
+    True,
+    "glibc keeps freed memory for XLA:CPU's next step (training/host_memory.py: 1.25x on "
+    "ResNet-20's CPU step); --nomalloc_reuse keeps glibc's defaults.",
+)
 
 
 def main(argv):
@@ -47,6 +53,8 @@ def main(argv):
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
         # Before importing JAX, so that config errors come back at once.
         cfg = config.load(_CONFIG.value or _DEFAULT, overrides)
+        if _MALLOC_REUSE.value:
+            host_memory.reuse_freed_memory()  # before JAX starts its threads
         import jax
 
         from training import loop, sharding

@@ -7,7 +7,9 @@ cross-entropy, BatchNorm updates and donated buffers. `--direct` also times the 
 on the bare Flax module (no `get_network_fn` in between), to show the factory costs nothing.
 `--conv both` times the network built on the zoo's `nets.layers.Conv` and on plain
 `flax.linen.Conv` in the same process, step by step interleaved; `--torch` adds PyTorch's eager
-CPU step for resnet18/resnet50 when torch is installed. Each figure is a median over `--steps`.
+CPU step (default and `channels_last` memory formats) for the networks `bench/torch_resnet.py`
+knows, when torch is installed. Each figure is a median over `--steps`. `bench/cpu_table.py`
+prints the README's CPU table (four networks) with one command.
 """
 
 import argparse
@@ -22,6 +24,7 @@ import jax.numpy as jnp
 import optax
 
 import nets_factory
+from training import host_memory
 
 
 def make_step(apply, optimizer):
@@ -64,6 +67,63 @@ class Timer:
         self.times.append(time.perf_counter() - start)
 
 
+def build_timers(
+    name: str, batch: int, size: int | None, dtype: str, num_classes: int, conv: str, direct=False
+) -> tuple[dict[str, Timer], int]:
+    """The compiled steps to compare, by label, and the image size they run at.
+
+    `conv`: 'ours' (the zoo's `nets.layers.Conv`), 'flax' (plain `flax.linen.Conv`) or 'both'.
+    """
+    dtype = jnp.dtype(dtype)
+    fn = nets_factory.get_network_fn(name, num_classes, is_training=True, dtype=dtype)
+    size = size or fn.default_image_size
+    images = jax.random.normal(jax.random.key(0), (batch, size, size, 3))
+    labels = jax.random.randint(jax.random.key(1), (batch,), 0, num_classes)
+    variables = jax.jit(fn.init)(jax.random.key(2), images)
+    optimizer = optax.sgd(0.1, momentum=0.9)
+    print(f"{name} batch {batch} @ {size}px {dtype} on {jax.devices()[0].device_kind}")
+
+    candidates = {}
+    if conv in ("ours", "both"):
+        candidates["nets.layers.Conv"] = fn.apply
+    if conv in ("flax", "both"):
+        # Every family takes its convolution from a `conv` field: swap in plain flax.linen.Conv.
+        flax_fn = nets_factory.get_network_fn(
+            name, num_classes, is_training=True, dtype=dtype, conv=nn.Conv
+        )
+        candidates["flax.linen.Conv"] = flax_fn.apply
+    if direct:
+        candidates["bare module"] = lambda v, x, **kw: fn.module.apply(v, x, train=True, **kw)
+    timers = {}
+    for label, apply in candidates.items():
+        copy = jax.tree.map(jnp.copy, variables)
+        timers[label] = Timer(make_step(apply, optimizer), copy, optimizer, images, labels)
+    return timers, size
+
+
+def run_interleaved(timers: dict, steps: int) -> dict[str, float]:
+    """Median seconds a step of each timer, the timers run in turn so load hits all alike."""
+    for _ in range(steps):
+        for timer in timers.values():
+            timer.run()
+    return {label: statistics.median(t.times) for label, t in timers.items()}
+
+
+def add_malloc_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--malloc-defaults",
+        action="store_true",
+        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
+    )
+
+
+def set_malloc(args: argparse.Namespace) -> None:
+    """`training.host_memory`'s malloc settings unless `--malloc-defaults`, as `train.py` does:
+    before JAX starts its threads."""
+    if not args.malloc_defaults:
+        host_memory.reuse_freed_memory()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name")
@@ -79,44 +139,25 @@ def main() -> None:
         choices=["ours", "flax", "both"],
         help="the zoo's Conv (nets.layers.Conv), plain flax.linen.Conv, or both interleaved",
     )
-    parser.add_argument("--torch", action="store_true", help="also time PyTorch (resnet18/50)")
+    parser.add_argument(
+        "--torch", action="store_true", help="also time PyTorch (see bench/torch_resnet.py)"
+    )
+    add_malloc_flag(parser)
     args = parser.parse_args()
+    set_malloc(args)
     if args.torch and importlib.util.find_spec("torch") is None:  # before minutes of compiling
         sys.exit("train_step.py: --torch needs PyTorch, which is not installed: pip install torch")
 
-    dtype = jnp.dtype(args.dtype)
-    fn = nets_factory.get_network_fn(args.name, args.num_classes, is_training=True, dtype=dtype)
-    size = args.size or fn.default_image_size
-    images = jax.random.normal(jax.random.key(0), (args.batch, size, size, 3))
-    labels = jax.random.randint(jax.random.key(1), (args.batch,), 0, args.num_classes)
-    variables = jax.jit(fn.init)(jax.random.key(2), images)
-    optimizer = optax.sgd(0.1, momentum=0.9)
-    device = jax.devices()[0].device_kind
-    print(f"{args.name} batch {args.batch} @ {size}px {args.dtype} on {device}")
-
-    candidates = {}
-    if args.conv in ("ours", "both"):
-        candidates["nets.layers.Conv"] = fn.apply
-    if args.conv in ("flax", "both"):
-        # Every family takes its convolution from a `conv` field: swap in plain flax.linen.Conv.
-        flax_fn = nets_factory.get_network_fn(
-            args.name, args.num_classes, is_training=True, dtype=dtype, conv=nn.Conv
-        )
-        candidates["flax.linen.Conv"] = flax_fn.apply
-    if args.direct:
-        candidates["bare module"] = lambda v, x, **kw: fn.module.apply(v, x, train=True, **kw)
-    timers = {}
-    for label, apply in candidates.items():
-        copy = jax.tree.map(jnp.copy, variables)
-        timers[label] = Timer(make_step(apply, optimizer), copy, optimizer, images, labels)
+    timers, size = build_timers(
+        args.name, args.batch, args.size, args.dtype, args.num_classes, args.conv, args.direct
+    )
     if args.torch:
         import torch_resnet  # bench/torch_resnet.py; PyTorch is optional, never a dependency
 
-        timers["PyTorch eager"] = torch_resnet.Timer(args.name, args.batch, size, args.num_classes)
-    for _ in range(args.steps):  # interleaved, so load on a shared machine hits all alike
-        for timer in timers.values():
-            timer.run()
-    medians = {label: statistics.median(t.times) for label, t in timers.items()}
+        torch_args = (args.name, args.batch, size, args.num_classes)
+        timers["PyTorch eager"] = torch_resnet.Timer(*torch_args)
+        timers["PyTorch chan_last"] = torch_resnet.Timer(*torch_args, channels_last=True)
+    medians = run_interleaved(timers, args.steps)
     for label, timer in timers.items():
         step_s = medians[label]
         compile_s = f"{timer.compile_s:6.1f} s" if timer.compile_s is not None else "     -  "

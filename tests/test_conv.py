@@ -113,6 +113,28 @@ def test_filter_gradient_without_room_for_patches_matches_xla(case, monkeypatch)
     assert relative_error(dparams["kernel"], dparams_ref["kernel"]) <= 1e-5
 
 
+@pytest.mark.parametrize("chunk_pixels", [100, 200])
+def test_chunked_filter_gradient_matches_xla(chunk_pixels, monkeypatch):
+    """The few-channel filter gradient in chunks of images: 5 images of 10x10 outputs in chunks
+    of 1 (a scan of 5) and of 2 (a scan of 2, and the fifth image by itself)."""
+    monkeypatch.setattr(conv_cpu, "_CHUNK_PIXELS", chunk_pixels)
+    monkeypatch.setattr(conv_cpu, "_CHUNKED_MIN_PATCH_ELEMENTS", 0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 10, 10, 4), np.float32)
+    w = rng.standard_normal((3, 3, 4, 8), np.float32)
+    dy = rng.standard_normal((5, 10, 10, 8), np.float32)
+    padding = ((1, 1), (1, 1))
+
+    @jax.jit
+    def both(w):
+        ours = jax.vjp(lambda w_: conv_cpu.conv2d(x, w_, (1, 1), padding), w)[1](dy)[0]
+        ref = reference(1, padding, 1)
+        return ours, jax.vjp(lambda w_: ref({"kernel": w_, "bias": 0.0}, x), w)[1](dy)[0]
+
+    assert conv_cpu._chunked_pays(x.shape, w.shape, dy.shape)
+    assert relative_error(*both(w)) <= 1e-5
+
+
 @pytest.mark.parametrize(
     "case", ["1x1", "3x3_stride2_same", "3x3_on_2x2", "7x7_on_4x4", "depthwise"]
 )

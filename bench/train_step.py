@@ -6,10 +6,11 @@ Prints compile seconds, the median step time and img/s for a step of SGD with mo
 cross-entropy, BatchNorm updates and donated buffers. `--direct` also times the same step built
 on the bare Flax module (no `get_network_fn` in between), to show the factory costs nothing.
 `--conv both` times the network built on the zoo's `nets.layers.Conv` and on plain
-`flax.linen.Conv` in the same process, step by step interleaved; `--torch` adds PyTorch's eager
-CPU step (default and `channels_last` memory formats) for the networks `bench/torch_resnet.py`
-knows, when torch is installed. Each figure is a median over `--steps`. `bench/cpu_table.py`
-prints the README's CPU table (four networks) with one command.
+`flax.linen.Conv` (where a network pads as PyTorch does, which flax's Conv cannot: XLA's own
+convolution through the zoo's Conv) in the same process, step by step interleaved; `--torch` adds
+PyTorch's eager CPU step (default and `channels_last` memory formats) for the networks
+`bench/torch_resnet.py` knows, when torch is installed. Each figure is a median over `--steps`.
+`bench/cpu_table.py` prints the README's CPU table (four networks) with one command.
 """
 
 import argparse
@@ -17,6 +18,8 @@ import importlib.util
 import statistics
 import sys
 import time
+from functools import partial
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -24,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 import nets_factory
+from nets.layers import Conv
 from training import host_memory
 
 
@@ -67,6 +71,22 @@ class Timer:
         self.times.append(time.perf_counter() - start)
 
 
+BASELINES = ("flax.linen.Conv", "XLA's conv")
+
+
+def plain_conv(name: str, num_classes: int, dtype, images) -> tuple[str, Any]:
+    """The baseline convolution, by label: plain `flax.linen.Conv` (every family takes its
+    convolution from a `conv` field), or where the network pads as flax's Conv cannot (PyTorch's
+    'SYMMETRIC': timm's EfficientNets, MobileNets), the zoo's Conv on XLA's own convolution, the
+    same `lax.conv_general_dilated` flax runs."""
+    flax_fn = nets_factory.get_network_fn(name, num_classes, is_training=True, conv=nn.Conv)
+    try:
+        jax.eval_shape(flax_fn.init, jax.random.key(0), images.astype(dtype))
+    except (ValueError, TypeError, RuntimeError):  # flax's Conv refuses the padding
+        return BASELINES[1], partial(Conv, impl="xla")
+    return BASELINES[0], nn.Conv
+
+
 def build_timers(
     name: str, batch: int, size: int | None, dtype: str, num_classes: int, conv: str, direct=False
 ) -> tuple[dict[str, Timer], int]:
@@ -87,11 +107,11 @@ def build_timers(
     if conv in ("ours", "both"):
         candidates["nets.layers.Conv"] = fn.apply
     if conv in ("flax", "both"):
-        # Every family takes its convolution from a `conv` field: swap in plain flax.linen.Conv.
+        label, plain = plain_conv(name, num_classes, dtype, images)
         flax_fn = nets_factory.get_network_fn(
-            name, num_classes, is_training=True, dtype=dtype, conv=nn.Conv
+            name, num_classes, is_training=True, dtype=dtype, conv=plain
         )
-        candidates["flax.linen.Conv"] = flax_fn.apply
+        candidates[label] = flax_fn.apply
     if direct:
         candidates["bare module"] = lambda v, x, **kw: fn.module.apply(v, x, train=True, **kw)
     timers = {}
@@ -165,12 +185,11 @@ def main() -> None:
             f"  {label:<18} compile {compile_s}   step {step_s * 1e3:8.1f} ms   "
             f"{args.batch / step_s:8.1f} img/s"
         )
-    if len(medians) > 1:
-        base = medians.get("flax.linen.Conv")
-        if base is not None:
-            for label, step_s in medians.items():
-                if label != "flax.linen.Conv":
-                    print(f"  {label} vs flax.linen.Conv: {base / step_s:.2f}x")
+    baseline = next((b for b in BASELINES if b in medians), None)
+    if baseline and len(medians) > 1:
+        for label, step_s in medians.items():
+            if label != baseline:
+                print(f"  {label} vs {baseline}: {medians[baseline] / step_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -291,18 +291,71 @@ def _keras(name: str) -> Architecture:
 
 _KERAS = {f"keras_efficientnet_b{i}": _keras(f"efficientnet_b{i}") for i in range(8)}
 
+# Keras's V2 blocks: V1's names but the depthwise `dwconv2`, and a Fused-MBConv without expansion
+# (our `conv`) is its `project_conv` / `project_bn`, a kxk strided convolution with activation.
+_KERAS_V2_BLOCK = {
+    **_KERAS_BLOCK,
+    "depthwise/conv": "dwconv2",
+    "conv/conv": "project_conv",
+    "conv/bn": "project_bn",
+}
+
+
+def keras_v2_layout(module: nn.Module) -> Layout:
+    """Our module paths -> Keras's EfficientNetV2 layer names (the same for every variant)."""
+    del module
+
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return _KERAS_TOP["/".join(path)]
+        _, stage, block = path[0].split("_")
+        letter = chr(ord("a") + int(block))  # `block1a_`, ... `block6o_` (V2-S), `block6y_` (L)
+        return f"block{int(stage) + 1}{letter}_{_KERAS_V2_BLOCK['/'.join(path[1:])]}"
+
+    return source
+
+
+# Keras's EfficientNetV2S/M/L preprocessing, `Rescaling(1 / 128, offset=-1)` of [0, 255] inputs:
+# `(x / 255 - 128 / 255) / (128 / 255)`, not quite timm's [-1, 1] (`x / 127.5 - 1`).
+KERAS_V2_INPUTS = (128 / 255,) * 3
+
+
+def _keras_v2(name: str, size: int) -> Architecture:
+    # `size`: Keras's `default_size`, the reference's evaluation size, with its full-image crop.
+    return Architecture(
+        f"tf_{name}",
+        _TF,
+        keras_v2_layout,
+        head=("classifier",),
+        source_head="predictions",
+        preprocessing={
+            "image_size": size,
+            "crop_fraction": 1.0,
+            "interpolation": "bicubic",
+            "mean": KERAS_V2_INPUTS,
+            "std": KERAS_V2_INPUTS,
+        },
+        framework=KERAS,
+    )
+
+
+_KERAS |= {
+    f"keras_efficientnetv2_{v}": _keras_v2(f"efficientnetv2_{v}", size)
+    for v, size in (("s", 384), ("m", 480), ("l", 480))
+}
+
 # timm's names, which are ours (and torchvision's for B0-B7: its files are the alternative
 # layout); torchvision's V2 names, which timm's differ from. Keras's files load as
-# `keras_efficientnet_b*` or under the `tf_` names, whose timm entries take a file whose
-# classifier is `predictions` as Keras's.
+# `keras_efficientnet_b*` / `keras_efficientnetv2_*` or under the `tf_` names, whose timm entries
+# take a file whose classifier is `predictions` as Keras's.
 ARCHITECTURES = {
     **{name: _timm(name) for name in _INPUTS},
     **{name: _torchvision(name) for name in _TORCHVISION if name.startswith("efficientnet_v2")},
 }
 ARCHITECTURES |= {
-    f"tf_efficientnet_b{i}": dataclasses.replace(
-        ARCHITECTURES[f"tf_efficientnet_b{i}"], alternatives=(_KERAS[f"keras_efficientnet_b{i}"],)
+    f"tf_{name}": dataclasses.replace(
+        ARCHITECTURES[f"tf_{name}"], alternatives=(_KERAS[f"keras_{name}"],)
     )
-    for i in range(8)
+    for name in (keras.removeprefix("keras_") for keras in _KERAS)
 }
 ARCHITECTURES |= _KERAS

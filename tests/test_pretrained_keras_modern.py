@@ -1,6 +1,7 @@
-"""load_pretrained on Keras Applications' EfficientNet, DenseNet and ConvNeXt files: parity with
-Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py), the inputs Keras's own
-pipeline feeds them, their conventions, and one-line errors for files under the wrong name."""
+"""load_pretrained on Keras Applications' EfficientNet (V1, V2), DenseNet and ConvNeXt files:
+parity with Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py), the inputs
+Keras's own pipeline feeds them, their conventions, and one-line errors for files under the wrong
+name."""
 
 import functools
 import shutil
@@ -24,7 +25,11 @@ EFFICIENTNET = {"width_multiplier": 0.1, "depth_multiplier": 0.5}
 DENSENET = {"block_config": (1, 1, 1, 1)}
 CONVNEXT = {"depths": (1, 1, 2, 1), "widths": (8, 16, 24, 32)}
 B0 = ("keras_efficientnet_b0", "keras_efficientnet")
+# Keras's `EfficientNetV2(0.125, 0.3, name="efficientnetv2-s")`: V2-S's table, 8-32 channels.
+EFFICIENTNETV2 = {"width_multiplier": 0.125, "depth_multiplier": 0.3}
 SMALL = {"keras_efficientnet": EFFICIENTNET, "keras_densenet": DENSENET, "keras_convnext": CONVNEXT}
+SMALL |= {"keras_efficientnetv2": EFFICIENTNETV2}
+V2_S = ("keras_efficientnetv2_s", "keras_efficientnetv2")
 
 
 def path(case):
@@ -199,4 +204,44 @@ def test_convnext_sequential_layers_fill_our_stem_and_downsampling():
         np.testing.assert_array_equal(
             params["stages_2"]["blocks_1"]["gamma"],
             scale["convnext_tiny_stage_2_block_1_layer_scale/gamma:0"][...],
+        )
+
+
+def test_efficientnetv2_logits_are_kerass_from_its_0_255_inputs():
+    # Keras's V2-S/M/L rescale inside, `x / 128 - 1`: the `Pretrained` record's mean and std.
+    network_fn, variables = loaded(*V2_S)
+    reference = expected("keras_efficientnetv2")
+    info = network_fn.pretrained
+    assert info.mean == info.std == (128 / 255,) * 3
+    assert (info.image_size, info.crop_fraction, info.interpolation) == (384, 1.0, "bicubic")
+    assert info.source == "keras_efficientnetv2_s" and info.class_names == ()
+    images = (reference["images"] / 255 - np.array(info.mean)) / np.array(info.std)
+    ours = logits(network_fn, variables, images.astype(np.float32))
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.9e-7
+    module = network_fn.module
+    assert (module.padding, module.bn_epsilon) == ("SAME", 1e-3)  # the `tf_` conventions
+    # timm's [-1, 1] (`x / 127.5 - 1`) is another function: 7e-4 away.
+    timms = reference["images"] / 127.5 - 1
+    assert relative_error(logits(network_fn, variables, timms), reference["logits"]) > 1e-4
+
+
+def test_tf_efficientnetv2_takes_kerass_files_and_torchs_conventions_are_refused():
+    network_fn, variables = loaded("tf_efficientnetv2_s", "keras_efficientnetv2")
+    keras_fn, keras_variables = loaded(*V2_S)
+    assert network_fn.pretrained.source == "tf_efficientnetv2_s"
+    assert network_fn.module == keras_fn.module
+    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+    # Keras's unexpanded Fused-MBConv (`block1a_project_conv`, kxk) is our `conv`.
+    with h5py.File(path("keras_efficientnetv2")) as f:
+        kernel = f["block1a_project_conv/block1a_project_conv/kernel:0"][...]
+    np.testing.assert_array_equal(
+        variables["params"]["blocks_0_0"]["conv"]["conv"]["kernel"], kernel
+    )
+    with pytest.raises(
+        WeightFileError,
+        match=r"no classifier 'classifier.weight': not a efficientnetv2_s file \(files with its "
+        r"classifier key load as keras_efficientnetv2_s, tf_efficientnetv2_s\)$",
+    ):
+        nets_factory.load_pretrained(
+            "efficientnetv2_s", path("keras_efficientnetv2"), **EFFICIENTNETV2
         )

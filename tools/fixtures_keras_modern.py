@@ -45,6 +45,7 @@ from fixtures_keras import ROOT, perturb, weight_names, write_h5
 from keras.src.applications.convnext import ConvNeXt
 from keras.src.applications.densenet import DenseNet
 from keras.src.applications.efficientnet import EfficientNet
+from keras.src.applications.efficientnet_v2 import EfficientNetV2
 from safetensors.numpy import save_file
 
 MEAN, STD = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
@@ -72,6 +73,10 @@ CONVNEXTS = {
     "convnext_base": ((3, 3, 27, 3), (128, 256, 512, 1024)),
     "convnext_large": ((3, 3, 27, 3), (192, 384, 768, 1536)),
 }
+
+# Keras's EfficientNetV2S at width 0.125, depth 0.3 (stages of 1-5 blocks, 8-32 channels, a 160-wide
+# head): widths where Keras's `round_filters` (no 10% rule) and timm's `make_divisible` agree.
+V2_SMALL = (0.125, 0.3)
 
 
 def efficientnet(width: float, depth: float, size: int, classes: int, dropout: float = 0.2):
@@ -128,6 +133,42 @@ def write_index() -> None:
             for name, w in zip(weight_names(layer, published), layer.weights, strict=True):
                 lines.append(f"{name} {','.join(map(str, w.shape))}")
     (ROOT / "state_dicts" / "keras_efficientnet.txt").write_text("\n".join(lines) + "\n")
+
+
+def efficientnetv2(variant: str, width: float, depth: float, size: int, classes: int):
+    """Keras's `EfficientNetV2` at `variant`'s table (`efficientnetv2-s`: the name picks the
+    table and the preprocessing, `Rescaling(1 / 128, offset=-1)` for S/M/L)."""
+    return EfficientNetV2(
+        width,
+        depth,
+        size,
+        name=f"efficientnetv2-{variant}",
+        input_shape=(size, size, 3),
+        weights=None,
+        classes=classes,
+        classifier_activation=None,
+    )
+
+
+def write_efficientnetv2(folder: Path, variant: str, width, depth, size: int, classes: int):
+    keras.utils.set_random_seed(sum(map(ord, folder.name)))
+    model = efficientnetv2(variant, width, depth, size, classes)
+    perturb(model, np.random.default_rng(sum(map(ord, folder.name))))
+    images = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
+    logits = np.asarray(model(images, training=False), np.float32)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_h5(model, folder / "model.h5", libver="latest")
+    save_file({"images": images, "logits": logits}, folder / "expected.safetensors")
+    print(folder, logits.shape, float(np.abs(logits).max()))
+
+
+def write_efficientnetv2_index() -> None:
+    lines = ["# key shape of every weight of Keras's EfficientNetV2S (fixtures_keras_modern.py)"]
+    lines.append("[keras_efficientnetv2_s]")  # M and L: the same names, more blocks
+    for layer in efficientnetv2("s", 1.0, 1.0, 384, 1000).layers:
+        for key, w in zip(weight_names(layer), layer.weights, strict=True):
+            lines.append(f"{key} {','.join(map(str, w.shape))}")
+    (ROOT / "state_dicts" / "keras_efficientnetv2.txt").write_text("\n".join(lines) + "\n")
 
 
 def published_densenet_name(name: str) -> str:
@@ -226,6 +267,7 @@ if __name__ == "__main__":
         write_densenet(folder / "densenet121", DENSENETS["densenet121"], 224, 1000)
         tiny = CONVNEXTS["convnext_tiny"]
         write_convnext(folder / "convnext_tiny", "convnext_tiny", *tiny, 224, 1000)
+        write_efficientnetv2(folder / "efficientnetv2_s", "s", 1.0, 1.0, 384, 1000)
     else:
         write_efficientnet(ROOT / "parity" / "keras_efficientnet", 0.1, 0.5, 72, 10)
         write_index()
@@ -234,3 +276,5 @@ if __name__ == "__main__":
         small = ((1, 1, 2, 1), (8, 16, 24, 32))
         write_convnext(ROOT / "parity" / "keras_convnext", "convnext_tiny", *small, 72, 10)
         write_convnext_index()
+        write_efficientnetv2(ROOT / "parity" / "keras_efficientnetv2", "s", *V2_SMALL, 72, 10)
+        write_efficientnetv2_index()

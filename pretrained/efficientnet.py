@@ -44,6 +44,20 @@ rescaling makes that `(x / 255 - mean) / std`, the TF reference's normalization,
 `Pretrained` record states (our default mean and std, of [0, 1] inputs) and `check_normalization`
 verifies on each file (Keras builds a file's model without that rescaling when given the file's
 path, and then computes another function: `(x / 255 - mean) / sqrt(std)`).
+
+Keras's EfficientNetV2 files (`efficientnetv2-s.h5`, `-m.h5`, `-l.h5`) name their layers as V1's
+but for the depthwise `dwconv2`; a Fused-MBConv block is `expand_conv` (kxk, strided),
+`expand_bn`, `project_conv` (1x1), `project_bn`, and without expansion (the first stage) one kxk
+strided `project_conv` / `project_bn` with the activation, our `conv`. Their function is the
+`tf_efficientnetv2_*` one: every convolution pads 'same' (TensorFlow's 'SAME'), BatchNorm epsilon
+1e-3 (Keras's default), SiLU; the stages are timm's tables (V2-M's and V2-L's 24 and 32 stems,
+which Keras takes from the first stage's input), squeeze-excite `int(c_in / 4)` wide in the
+MBConv stages only, the head 1280 wide, the residual wherever the stride is 1 and the widths
+agree (the unexpanded Fused-MBConv's too). Keras's dropout (0.2 for all three) is a training
+setting and loading leaves ours. The model's preprocessing for S/M/L (not for its B0-B3, which
+get V1's normalization) is `Rescaling(1 / 128, offset=-1)`: `(x / 255 - 128 / 255) / (128 / 255)`,
+the `Pretrained` record's mean and std, 7e-4 from timm's `x / 127.5 - 1` on the fixture. Sizes:
+Keras's `default_size` (384, 480, 480), the reference's evaluation of the whole image.
 """
 
 import dataclasses

@@ -33,12 +33,12 @@ model.h5` and `expected.safetensors` (`images` NHWC, `logits`).
   [0, 255].
 
 The indexes `tests/fixtures/state_dicts/keras_efficientnet.txt` (B0, B3, B7),
-`keras_efficientnetv2.txt` (V2-S), `keras_densenet.txt` (121, 201) and `keras_convnext.txt`
-(tiny, large) list the keys and shapes of full-size networks (1000 classes); the others' layouts are the same at other sizes, and each
-entry costs the test suite 2-4 s. `full FOLDER` writes EfficientNet B0 at 224 px, B3 at 300 px
-(odd maps: 75, 19), DenseNet-121 and ConvNeXtTiny (layer scales ~U(0.5, 1.5)) at 224 px, 1000
-classes, and EfficientNetV2S at 384 px with its logits in float64 too (`logits64`), to measure
-parity at full size (docs/pretrained.md).
+`keras_efficientnetv2.txt` (V2-S), `keras_densenet.txt` (121, 201) and `keras_convnext.txt` (tiny,
+large) list the keys and shapes of full-size networks (1000 classes); the others' layouts are the
+same at other sizes, and each entry costs the test suite 2-4 s. `full FOLDER` writes EfficientNet B0
+at 224 px, B3 at 300 px (odd maps: 75, 19), DenseNet-121 and ConvNeXtTiny (layer scales ~U(0.5,
+1.5)) at 224 px, 1000 classes, and EfficientNetV2S at 384 px with its logits in float64 too
+(`logits64`), to measure parity at full size (docs/pretrained.md).
 """
 
 import sys

@@ -1,7 +1,7 @@
-"""load_pretrained on Keras Applications' EfficientNet (V1, V2), DenseNet and ConvNeXt files:
-parity with Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py), the inputs
-Keras's own pipeline feeds them, their conventions, and one-line errors for files under the wrong
-name."""
+"""load_pretrained on Keras Applications' EfficientNet (V1, V2), DenseNet, ConvNeXt and RegNet
+files: parity with Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py;
+RegNet's by Keras 2, tools/fixtures_keras_regnet.py), the inputs Keras's own pipeline feeds them,
+their conventions, and one-line errors for files under the wrong name."""
 
 import functools
 import shutil
@@ -28,7 +28,9 @@ B0 = ("keras_efficientnet_b0", "keras_efficientnet")
 # Keras's `EfficientNetV2(0.125, 0.3, name="efficientnetv2-s")`: V2-S's table, 8-32 channels.
 EFFICIENTNETV2 = {"width_multiplier": 0.125, "depth_multiplier": 0.3}
 SMALL = {"keras_efficientnet": EFFICIENTNET, "keras_densenet": DENSENET, "keras_convnext": CONVNEXT}
-SMALL |= {"keras_efficientnetv2": EFFICIENTNETV2}
+# Keras's `RegNet((1, 1, 2, 2), (8, 16, 32, 64), 8, ...)`: the stages of these parameters.
+REGNET = {"w0": 8, "wa": 10, "wm": 2, "depth": 6, "group_width": 8}
+SMALL |= {"keras_efficientnetv2": EFFICIENTNETV2, "keras_regnetx": REGNET, "keras_regnety": REGNET}
 V2_S = ("keras_efficientnetv2_s", "keras_efficientnetv2")
 
 
@@ -244,4 +246,43 @@ def test_tf_efficientnetv2_takes_kerass_files_and_torchs_conventions_are_refused
     ):
         nets_factory.load_pretrained(
             "efficientnetv2_s", path("keras_efficientnetv2"), **EFFICIENTNETV2
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [("keras_regnetx_004", "keras_regnetx"), ("keras_regnety_008", "keras_regnety")],
+)
+def test_regnet_logits_are_kerass_from_its_0_255_inputs(name, case):
+    network_fn, variables = loaded(name, case)
+    reference = expected(case)
+    stages = network_fn.module.stages  # Keras's widths and depths
+    assert [(s.width, s.depth, s.group_width) for s in stages][1:3] == [(16, 1, 8), (32, 2, 8)]
+    info = network_fn.pretrained  # Keras's in-model `Rescaling(1 / 255)`, nothing else
+    assert (info.mean, info.std) == ((0.0,) * 3, (1.0,) * 3)
+    images = reference["images"] / 255
+    ours = logits(network_fn, variables, images)
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.4e-7 (X), 4.0e-7 (Y)
+
+
+def test_regnet_registry_names_take_kerass_files_with_their_padding():
+    # The classifier, `2head_dense` (Keras's session counter), tells Keras's layout.
+    network_fn, variables = loaded("regnety_008", "keras_regnety")
+    keras_fn, keras_variables = loaded("keras_regnety_008", "keras_regnety")
+    assert network_fn.pretrained.source == "regnety_008" and network_fn.module == keras_fn.module
+    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+    with h5py.File(path("keras_regnety")) as f:
+        kernel = f["2head_dense/2head_dense/kernel:0"][...]
+    np.testing.assert_array_equal(variables["params"]["head"]["fc"]["kernel"], kernel)
+    # Keras pads the stem and the strided 3x3 convolutions 'SAME': timm's symmetric padding is
+    # 15% away on the fixture's 72, 36 and 18 pixel maps.
+    assert network_fn.module.padding == "SAME"
+    symmetric = nets_factory.get_network_fn("regnety_008", 10, **REGNET)
+    assert symmetric.module.padding == "SYMMETRIC"
+    reference = expected("keras_regnety")
+    symmetric_logits = logits(symmetric, variables, reference["images"] / 255)
+    assert relative_error(symmetric_logits, reference["logits"]) > 1e-2
+    with pytest.raises(ValueError, match=r"trained with padding='SAME'; padding='SYMMETRIC' would"):
+        nets_factory.load_pretrained(
+            "regnety_008", path("keras_regnety"), padding="SYMMETRIC", **REGNET
         )

@@ -18,12 +18,12 @@ Keras Applications' files (`regnetx004.h5`, `regnety008.h5`, `regnety080.h5`, ..
 (`regnety008_`): `stem_conv` / `stem_bn`, block `j` of stage `i` `Stage_{i - 1}_YBlock_{j - 1}_`
 (`XBlock` in RegNet-X) `conv_1x1_1`, `conv_3x3`, `conv_1x1_2` (each with `_bn`), `skip_1x1` /
 `skip_bn`, `squeeze_and_excite_squeeze` / `_excite`, and the classifier `head_dense`, prefixed by
-Keras's session counter (`1head_dense`: `keras_rename` drops it). Their configurations are
-timm's `regnetx_004`, `regnety_008` and `regnety_080` (pycls's widths and depths, group widths,
-squeeze-excite `int(c_in / 4)`, stem 32, bottleneck ratio 1, BatchNorm epsilon 1e-5); the stem
-and the strided 3x3 convolutions pad 'same', TensorFlow's 'SAME' (our `padding` field). The model
-rescales its inputs itself, `Rescaling(1 / 255)` and nothing else: [0, 1] inputs with mean 0 and
-std 1 (`preprocess_input` does nothing).
+Keras's session counter (`1head_dense`: `keras_rename` drops it). Twelve of its configurations are
+ours (`_KERAS_NETWORKS`: timm's `regnetx_004`, `regnety_008` and `regnety_080` with pycls's widths,
+torchvision's others): widths, depths, groups, squeeze-excite `int(c_in / 4)`, stem 32,
+bottleneck ratio 1, BatchNorm epsilon 1e-5; the stem and the strided 3x3 convolutions pad 'same',
+TensorFlow's 'SAME' (our `padding` field). The model rescales its inputs itself, `Rescaling(1 /
+255)` and nothing else: [0, 1] inputs with mean 0 and std 1 (`preprocess_input` does nothing).
 """
 
 import dataclasses
@@ -121,11 +121,25 @@ def _keras(network: str, model: str) -> Architecture:
     )
 
 
-# Keras's files -> our networks (timm's pycls names).
+# Keras's models -> our networks with their widths, depths and groups (Keras's X002, X006, X040,
+# X064, X120, X320, Y002, Y006, Y040, Y064, Y120, Y320 are other networks).
+_KERAS_NETWORKS = {
+    "regnetx004": "regnetx_004",
+    "regnetx008": "regnet_x_800mf",
+    "regnetx016": "regnet_x_1_6gf",
+    "regnetx032": "regnet_x_3_2gf",
+    "regnetx080": "regnet_x_8gf",
+    "regnetx160": "regnet_x_16gf",
+    "regnety004": "regnet_y_400mf",
+    "regnety008": "regnety_008",
+    "regnety016": "regnet_y_1_6gf",
+    "regnety032": "regnet_y_3_2gf",
+    "regnety080": "regnety_080",
+    "regnety160": "regnet_y_16gf",
+}
 _KERAS = {
-    "keras_regnetx_004": _keras("regnetx_004", "regnetx004"),
-    "keras_regnety_008": _keras("regnety_008", "regnety008"),
-    "keras_regnety_080": _keras("regnety_080", "regnety080"),
+    f"keras_{model[:7]}_{model[7:]}": _keras(network, model)
+    for model, network in _KERAS_NETWORKS.items()
 }
 
 
@@ -135,8 +149,8 @@ def _architecture(network: str, timm_first: bool) -> Architecture:
     )
     torchvision = dataclasses.replace(timm, layout=torchvision_layout, source_head="fc")
     first, other = (timm, torchvision) if timm_first else (torchvision, timm)
-    keras = _KERAS.get(f"keras_{network}")
-    return dataclasses.replace(first, alternatives=(other, *([keras] if keras else [])))
+    keras = tuple(arch for arch in _KERAS.values() if arch.network == network)
+    return dataclasses.replace(first, alternatives=(other, *keras))
 
 
 # timm's name -> ours (torchvision's).

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from pretrained import WeightFileError
-from pretrained.architectures import IMAGENET_MEAN, IMAGENET_STD
+from pretrained.architectures import ARCHITECTURES, IMAGENET_MEAN, IMAGENET_STD
 from tests.test_pretrained import FIXTURES, relative_error
 
 h5py = pytest.importorskip("h5py")
@@ -286,3 +286,34 @@ def test_regnet_registry_names_take_kerass_files_with_their_padding():
         nets_factory.load_pretrained(
             "regnety_008", path("keras_regnety"), padding="SYMMETRIC", **REGNET
         )
+
+
+# Keras 2's RegNets that load: `regnet.MODEL_CONFIGS`' depths and widths, and the groups of each
+# stage's 3x3 convolutions as Keras builds them (`filters // group_width`; X080's first stage,
+# 80 channels of group width 120, gets one group, as ours).
+KERAS_REGNETS = {
+    "regnetx004": ((1, 2, 7, 12), (32, 64, 160, 384), (2, 4, 10, 24)),
+    "regnetx008": ((1, 3, 7, 5), (64, 128, 288, 672), (4, 8, 18, 42)),
+    "regnetx016": ((2, 4, 10, 2), (72, 168, 408, 912), (3, 7, 17, 38)),
+    "regnetx032": ((2, 6, 15, 2), (96, 192, 432, 1008), (2, 4, 9, 21)),
+    "regnetx080": ((2, 5, 15, 1), (80, 240, 720, 1920), (1, 2, 6, 16)),
+    "regnetx160": ((2, 6, 13, 1), (256, 512, 896, 2048), (2, 4, 7, 16)),
+    "regnety004": ((1, 3, 6, 6), (48, 104, 208, 440), (6, 13, 26, 55)),
+    "regnety008": ((1, 3, 8, 2), (64, 128, 320, 768), (4, 8, 20, 48)),
+    "regnety016": ((2, 6, 17, 2), (48, 120, 336, 888), (2, 5, 14, 37)),
+    "regnety032": ((2, 5, 13, 1), (72, 216, 576, 1512), (3, 9, 24, 63)),
+    "regnety080": ((2, 4, 10, 1), (168, 448, 896, 2016), (3, 8, 16, 36)),
+    "regnety160": ((2, 4, 11, 1), (224, 448, 1232, 3024), (2, 4, 11, 27)),
+}
+
+
+def test_kerass_regnets_are_our_networks():
+    keras = {n.removeprefix("keras_"): a for n, a in ARCHITECTURES.items() if "keras_regnet" in n}
+    assert sorted(keras) == sorted(f"{m[:7]}_{m[7:]}" for m in KERAS_REGNETS)
+    for model, stages in KERAS_REGNETS.items():
+        arch = keras[f"{model[:7]}_{model[7:]}"]
+        module = nets_factory.get_network_fn(arch.network, 1000, **arch.convention).module
+        ours = [(s.depth, s.width, s.width // s.group_width) for s in module.stages]
+        assert ours == list(zip(*stages, strict=True)), model
+        assert module.se_ratio == (0.25 if model.startswith("regnety") else 0)
+        assert (module.stem_width, module.bottleneck_ratio) == (32, 1.0)

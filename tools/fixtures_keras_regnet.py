@@ -17,7 +17,8 @@ named by Keras's session counter, as in the published files (`1head_dense`).
 
 `tests/fixtures/state_dicts/keras_regnet.txt` lists the keys and shapes of the full-size
 RegNetY008 (RegNetX004's are the same names without squeeze-excite, `XBlock`; RegNetY080's more
-blocks). `full FOLDER` writes RegNetX004, RegNetY008 and RegNetY080 at 224 px, 1000 classes.
+blocks). `full FOLDER` writes RegNetX004, RegNetY008 and RegNetY080 at 224 px, 1000 classes, with
+their logits in float64 too (`logits64`: Keras's float64 model with the same weights).
 """
 
 import sys
@@ -84,7 +85,13 @@ def write(folder: Path, model_name: str, config: dict, size: int, classes: int) 
     model = regnet(model_name, config, size, classes)
     perturb(model, np.random.default_rng(sum(map(ord, folder.name))))
     images = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
-    logits = np.asarray(model(images, training=False), np.float32)
+    expected = {"images": images, "logits": np.asarray(model(images, training=False), np.float32)}
+    if classes == 1000:  # full size: the same weights in float64 too, `logits64`
+        tf_keras.backend.set_floatx("float64")
+        twin = regnet(model_name, config, size, classes)
+        tf_keras.backend.set_floatx("float32")
+        twin.set_weights([w.astype(np.float64) for w in model.get_weights()])
+        expected["logits64"] = np.asarray(twin(images.astype(np.float64), training=False))
     folder.mkdir(parents=True, exist_ok=True)
     if classes < 1000:
         model.save_weights(folder / "float32.h5")
@@ -92,7 +99,8 @@ def write(folder: Path, model_name: str, config: dict, size: int, classes: int) 
         (folder / "float32.h5").unlink()
     else:
         model.save_weights(folder / "model.h5")
-    save_file({"images": images, "logits": logits}, folder / "expected.safetensors")
+    save_file(expected, folder / "expected.safetensors")
+    logits = expected["logits"]
     print(folder, logits.shape, float(np.abs(logits).max()))
 
 

@@ -62,7 +62,7 @@ Keras's `default_size` (384, 480, 480), the reference's evaluation of the whole 
 
 import dataclasses
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import flax.linen as nn
 import numpy as np
@@ -247,18 +247,26 @@ _KERAS_BLOCK = {
 }
 
 
-def keras_layout(module: nn.Module) -> Layout:
-    """Our module paths -> Keras's layer names (the same for every variant)."""
-    del module
+def _keras_layout(blocks: Mapping[str, str]) -> Callable[[nn.Module], Layout]:
+    """Our module paths -> Keras's layer names, a block's layers named by `blocks` (the same for
+    every variant)."""
 
-    def source(path: tuple[str, ...]) -> str:
-        if not path[0].startswith("blocks_"):
-            return _KERAS_TOP["/".join(path)]
-        _, stage, block = path[0].split("_")
-        letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ...
-        return f"block{int(stage) + 1}{letter}_{_KERAS_BLOCK['/'.join(path[1:])]}"
+    def layout(module: nn.Module) -> Layout:
+        del module
 
-    return source
+        def source(path: tuple[str, ...]) -> str:
+            if not path[0].startswith("blocks_"):
+                return _KERAS_TOP["/".join(path)]
+            _, stage, block = path[0].split("_")
+            letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ... `block6y_`
+            return f"block{int(stage) + 1}{letter}_{blocks['/'.join(path[1:])]}"
+
+        return source
+
+    return layout
+
+
+keras_layout = _keras_layout(_KERAS_BLOCK)
 
 
 # Keras's in-model input normalization: a layer named by Keras's session counter.
@@ -315,18 +323,7 @@ _KERAS_V2_BLOCK = {
 }
 
 
-def keras_v2_layout(module: nn.Module) -> Layout:
-    """Our module paths -> Keras's EfficientNetV2 layer names (the same for every variant)."""
-    del module
-
-    def source(path: tuple[str, ...]) -> str:
-        if not path[0].startswith("blocks_"):
-            return _KERAS_TOP["/".join(path)]
-        _, stage, block = path[0].split("_")
-        letter = chr(ord("a") + int(block))  # `block1a_`, ... `block6o_` (V2-S), `block6y_` (L)
-        return f"block{int(stage) + 1}{letter}_{_KERAS_V2_BLOCK['/'.join(path[1:])]}"
-
-    return source
+keras_v2_layout = _keras_layout(_KERAS_V2_BLOCK)
 
 
 # Keras's EfficientNetV2S/M/L preprocessing, `Rescaling(1 / 128, offset=-1)` of [0, 255] inputs:

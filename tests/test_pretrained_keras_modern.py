@@ -136,12 +136,17 @@ def test_densenet_logits_are_kerass():
 
 
 @pytest.mark.parametrize(
-    ("name", "case"), [("densenet121", "keras_densenet"), ("convnext_tiny", "keras_convnext")]
+    ("name", "keras", "case"),
+    [
+        ("densenet121", "keras_densenet121", "keras_densenet"),
+        ("convnext_tiny", "keras_convnext_tiny", "keras_convnext"),
+        ("tf_efficientnetv2_s", "keras_efficientnetv2_s", "keras_efficientnetv2"),
+    ],
 )
-def test_registry_names_take_kerass_files(name, case):
+def test_registry_names_take_kerass_files(name, keras, case):
     # The file's classifier (`predictions`, `convnext_tiny_head_dense`) tells Keras's layout.
     network_fn, variables = loaded(name, case)
-    keras_fn, keras_variables = loaded(f"keras_{name}", case)
+    keras_fn, keras_variables = loaded(keras, case)
     assert network_fn.pretrained.source == name and network_fn.module == keras_fn.module
     jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
 
@@ -227,12 +232,8 @@ def test_efficientnetv2_logits_are_kerass_from_its_0_255_inputs():
     assert relative_error(logits(network_fn, variables, timms), reference["logits"]) > 1e-4
 
 
-def test_tf_efficientnetv2_takes_kerass_files_and_torchs_conventions_are_refused():
-    network_fn, variables = loaded("tf_efficientnetv2_s", "keras_efficientnetv2")
-    keras_fn, keras_variables = loaded(*V2_S)
-    assert network_fn.pretrained.source == "tf_efficientnetv2_s"
-    assert network_fn.module == keras_fn.module
-    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+def test_efficientnetv2_first_blocks_are_our_conv_and_timms_own_name_refuses_the_file():
+    _, variables = loaded(*V2_S)
     # Keras's unexpanded Fused-MBConv (`block1a_project_conv`, kxk) is our `conv`.
     with h5py.File(path("keras_efficientnetv2")) as f:
         kernel = f["block1a_project_conv/block1a_project_conv/kernel:0"][...]

@@ -15,7 +15,8 @@ block), (Y: squeeze-excite with a sigmoid gate, a quarter of the block's input w
 conv, each with BatchNorm, ReLU but the last, added to the input (through a strided 1x1 conv and
 BatchNorm where the shape changes), then ReLU. The stem is a 3x3/2 conv of 32 filters; the head
 global average pooling and the classifier. As in torchvision and timm, every convolution pads
-symmetrically and BatchNorm has PyTorch's epsilon.
+symmetrically and BatchNorm has PyTorch's epsilon (`padding`: Keras's RegNets pad TensorFlow's
+'SAME', `pretrained/regnet.py`).
 
 Submodules carry timm's names (`stem/conv`, `s1/b1/conv2/bn`, `s1/b1/se/fc1`,
 `s1/b1/downsample/conv`, `head/fc`). Differences from timm: none in the function; timm's
@@ -104,11 +105,12 @@ class Bottleneck(nn.Module):
     strides: int = 1
     bottleneck_ratio: float = 1.0
     se_ratio: float = 0.0  # of the block's input width
+    padding: str = "SYMMETRIC"  # of the strided 3x3 convolution (`nets.layers.padding`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         inner = int(round(self.features * self.bottleneck_ratio))
-        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding="SYMMETRIC")
+        layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
         y = layer(inner, 1, act=self.act, name="conv1")(x)
         y = layer(
             inner,
@@ -173,6 +175,10 @@ class RegNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
+    # Of the stem and the 3x3 convolutions: PyTorch's symmetric padding, as torchvision's and
+    # timm's weights were trained; Keras's RegNets pad TensorFlow's 'SAME' (one pixel at the
+    # bottom and right only where a stride-2 layer sees an even map: `pretrained/regnet.py`).
+    padding: str = "SYMMETRIC"
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -197,7 +203,7 @@ class RegNet(nn.Module):
         end_points = {}
 
         x = ConvNormAct(
-            self.stem_width, 3, conv, norm, self.act, strides=2, padding="SYMMETRIC", name="stem"
+            self.stem_width, 3, conv, norm, self.act, strides=2, padding=self.padding, name="stem"
         )(jnp.asarray(x, self.dtype))
         end_points["stem"] = x
         block = partial(
@@ -207,6 +213,7 @@ class RegNet(nn.Module):
             act=self.act,
             bottleneck_ratio=self.bottleneck_ratio,
             se_ratio=self.se_ratio,
+            padding=self.padding,
         )
         for i, stage in enumerate(self.stages):
             x = end_points[f"s{i + 1}"] = RegStage(stage, block, name=f"s{i + 1}")(x)

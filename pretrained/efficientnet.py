@@ -44,11 +44,25 @@ rescaling makes that `(x / 255 - mean) / std`, the TF reference's normalization,
 `Pretrained` record states (our default mean and std, of [0, 1] inputs) and `check_normalization`
 verifies on each file (Keras builds a file's model without that rescaling when given the file's
 path, and then computes another function: `(x / 255 - mean) / sqrt(std)`).
+
+Keras's EfficientNetV2 files (`efficientnetv2-s.h5`, `-m.h5`, `-l.h5`) name their layers as V1's
+but for the depthwise `dwconv2`; a Fused-MBConv block is `expand_conv` (kxk, strided),
+`expand_bn`, `project_conv` (1x1), `project_bn`, and without expansion (the first stage) one kxk
+strided `project_conv` / `project_bn` with the activation, our `conv`. Their function is the
+`tf_efficientnetv2_*` one: every convolution pads 'same' (TensorFlow's 'SAME'), BatchNorm epsilon
+1e-3 (Keras's default), SiLU; the stages are timm's tables (V2-M's and V2-L's 24 and 32 stems,
+which Keras takes from the first stage's input), squeeze-excite `int(c_in / 4)` wide in the
+MBConv stages only, the head 1280 wide, the residual wherever the stride is 1 and the widths
+agree (the unexpanded Fused-MBConv's too). Keras's dropout (0.2 for all three) is a training
+setting and loading leaves ours. The model's preprocessing for S/M/L (not for its B0-B3, which
+get V1's normalization) is `Rescaling(1 / 128, offset=-1)`: `(x / 255 - 128 / 255) / (128 / 255)`,
+the `Pretrained` record's mean and std, 7e-4 from timm's `x / 127.5 - 1` on the fixture. Sizes:
+Keras's `default_size` (384, 480, 480), the reference's evaluation of the whole image.
 """
 
 import dataclasses
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import flax.linen as nn
 import numpy as np
@@ -233,18 +247,26 @@ _KERAS_BLOCK = {
 }
 
 
-def keras_layout(module: nn.Module) -> Layout:
-    """Our module paths -> Keras's layer names (the same for every variant)."""
-    del module
+def _keras_layout(blocks: Mapping[str, str]) -> Callable[[nn.Module], Layout]:
+    """Our module paths -> Keras's layer names, a block's layers named by `blocks` (the same for
+    every variant)."""
 
-    def source(path: tuple[str, ...]) -> str:
-        if not path[0].startswith("blocks_"):
-            return _KERAS_TOP["/".join(path)]
-        _, stage, block = path[0].split("_")
-        letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ...
-        return f"block{int(stage) + 1}{letter}_{_KERAS_BLOCK['/'.join(path[1:])]}"
+    def layout(module: nn.Module) -> Layout:
+        del module
 
-    return source
+        def source(path: tuple[str, ...]) -> str:
+            if not path[0].startswith("blocks_"):
+                return _KERAS_TOP["/".join(path)]
+            _, stage, block = path[0].split("_")
+            letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ... `block6y_`
+            return f"block{int(stage) + 1}{letter}_{blocks['/'.join(path[1:])]}"
+
+        return source
+
+    return layout
+
+
+keras_layout = _keras_layout(_KERAS_BLOCK)
 
 
 # Keras's in-model input normalization: a layer named by Keras's session counter.
@@ -291,18 +313,60 @@ def _keras(name: str) -> Architecture:
 
 _KERAS = {f"keras_efficientnet_b{i}": _keras(f"efficientnet_b{i}") for i in range(8)}
 
+# Keras's V2 blocks: V1's names but the depthwise `dwconv2`, and a Fused-MBConv without expansion
+# (our `conv`) is its `project_conv` / `project_bn`, a kxk strided convolution with activation.
+_KERAS_V2_BLOCK = {
+    **_KERAS_BLOCK,
+    "depthwise/conv": "dwconv2",
+    "conv/conv": "project_conv",
+    "conv/bn": "project_bn",
+}
+
+
+keras_v2_layout = _keras_layout(_KERAS_V2_BLOCK)
+
+
+# Keras's EfficientNetV2S/M/L preprocessing, `Rescaling(1 / 128, offset=-1)` of [0, 255] inputs:
+# `(x / 255 - 128 / 255) / (128 / 255)`, not quite timm's [-1, 1] (`x / 127.5 - 1`).
+KERAS_V2_INPUTS = (128 / 255,) * 3
+
+
+def _keras_v2(name: str, size: int) -> Architecture:
+    # `size`: Keras's `default_size`, the reference's evaluation size, with its full-image crop.
+    return Architecture(
+        f"tf_{name}",
+        _TF,
+        keras_v2_layout,
+        head=("classifier",),
+        source_head="predictions",
+        preprocessing={
+            "image_size": size,
+            "crop_fraction": 1.0,
+            "interpolation": "bicubic",
+            "mean": KERAS_V2_INPUTS,
+            "std": KERAS_V2_INPUTS,
+        },
+        framework=KERAS,
+    )
+
+
+_KERAS |= {
+    f"keras_efficientnetv2_{v}": _keras_v2(f"efficientnetv2_{v}", size)
+    for v, size in (("s", 384), ("m", 480), ("l", 480))
+}
+
 # timm's names, which are ours (and torchvision's for B0-B7: its files are the alternative
 # layout); torchvision's V2 names, which timm's differ from. Keras's files load as
-# `keras_efficientnet_b*` or under the `tf_` names, whose timm entries take a file whose
-# classifier is `predictions` as Keras's.
+# `keras_efficientnet_b*` / `keras_efficientnetv2_*` or under the `tf_` names, whose timm entries
+# take a file whose classifier is `predictions` as Keras's.
 ARCHITECTURES = {
     **{name: _timm(name) for name in _INPUTS},
     **{name: _torchvision(name) for name in _TORCHVISION if name.startswith("efficientnet_v2")},
 }
 ARCHITECTURES |= {
-    f"tf_efficientnet_b{i}": dataclasses.replace(
-        ARCHITECTURES[f"tf_efficientnet_b{i}"], alternatives=(_KERAS[f"keras_efficientnet_b{i}"],)
+    f"tf_{name}": dataclasses.replace(
+        ARCHITECTURES[f"tf_{name}"], alternatives=(_KERAS[f"keras_{name}"],)
     )
-    for i in range(8)
+    for name in (keras.removeprefix("keras_") for keras in _KERAS)
 }
 ARCHITECTURES |= _KERAS

@@ -1,6 +1,7 @@
-"""load_pretrained on Keras Applications' EfficientNet, DenseNet and ConvNeXt files: parity with
-Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py), the inputs Keras's own
-pipeline feeds them, their conventions, and one-line errors for files under the wrong name."""
+"""load_pretrained on Keras Applications' EfficientNet (V1, V2), DenseNet, ConvNeXt and RegNet
+files: parity with Keras's builders on fixtures they produced (tools/fixtures_keras_modern.py;
+RegNet's by Keras 2, tools/fixtures_keras_regnet.py), the inputs Keras's own pipeline feeds them,
+their conventions, and one-line errors for files under the wrong name."""
 
 import functools
 import shutil
@@ -12,7 +13,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from pretrained import WeightFileError
-from pretrained.architectures import IMAGENET_MEAN, IMAGENET_STD
+from pretrained.architectures import ARCHITECTURES, IMAGENET_MEAN, IMAGENET_STD
 from tests.test_pretrained import FIXTURES, relative_error
 
 h5py = pytest.importorskip("h5py")
@@ -24,7 +25,13 @@ EFFICIENTNET = {"width_multiplier": 0.1, "depth_multiplier": 0.5}
 DENSENET = {"block_config": (1, 1, 1, 1)}
 CONVNEXT = {"depths": (1, 1, 2, 1), "widths": (8, 16, 24, 32)}
 B0 = ("keras_efficientnet_b0", "keras_efficientnet")
+# Keras's `EfficientNetV2(0.125, 0.3, name="efficientnetv2-s")`: V2-S's table, 8-32 channels.
+EFFICIENTNETV2 = {"width_multiplier": 0.125, "depth_multiplier": 0.3}
 SMALL = {"keras_efficientnet": EFFICIENTNET, "keras_densenet": DENSENET, "keras_convnext": CONVNEXT}
+# Keras's `RegNet((1, 1, 2, 2), (8, 16, 32, 64), 8, ...)`: the stages of these parameters.
+REGNET = {"w0": 8, "wa": 10, "wm": 2, "depth": 6, "group_width": 8}
+SMALL |= {"keras_efficientnetv2": EFFICIENTNETV2, "keras_regnetx": REGNET, "keras_regnety": REGNET}
+V2_S = ("keras_efficientnetv2_s", "keras_efficientnetv2")
 
 
 def path(case):
@@ -129,12 +136,17 @@ def test_densenet_logits_are_kerass():
 
 
 @pytest.mark.parametrize(
-    ("name", "case"), [("densenet121", "keras_densenet"), ("convnext_tiny", "keras_convnext")]
+    ("name", "keras", "case"),
+    [
+        ("densenet121", "keras_densenet121", "keras_densenet"),
+        ("convnext_tiny", "keras_convnext_tiny", "keras_convnext"),
+        ("tf_efficientnetv2_s", "keras_efficientnetv2_s", "keras_efficientnetv2"),
+    ],
 )
-def test_registry_names_take_kerass_files(name, case):
+def test_registry_names_take_kerass_files(name, keras, case):
     # The file's classifier (`predictions`, `convnext_tiny_head_dense`) tells Keras's layout.
     network_fn, variables = loaded(name, case)
-    keras_fn, keras_variables = loaded(f"keras_{name}", case)
+    keras_fn, keras_variables = loaded(keras, case)
     assert network_fn.pretrained.source == name and network_fn.module == keras_fn.module
     jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
 
@@ -200,3 +212,109 @@ def test_convnext_sequential_layers_fill_our_stem_and_downsampling():
             params["stages_2"]["blocks_1"]["gamma"],
             scale["convnext_tiny_stage_2_block_1_layer_scale/gamma:0"][...],
         )
+
+
+def test_efficientnetv2_logits_are_kerass_from_its_0_255_inputs():
+    # Keras's V2-S/M/L rescale inside, `x / 128 - 1`: the `Pretrained` record's mean and std.
+    network_fn, variables = loaded(*V2_S)
+    reference = expected("keras_efficientnetv2")
+    info = network_fn.pretrained
+    assert info.mean == info.std == (128 / 255,) * 3
+    assert (info.image_size, info.crop_fraction, info.interpolation) == (384, 1.0, "bicubic")
+    assert info.source == "keras_efficientnetv2_s" and info.class_names == ()
+    images = (reference["images"] / 255 - np.array(info.mean)) / np.array(info.std)
+    ours = logits(network_fn, variables, images.astype(np.float32))
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.9e-7
+    module = network_fn.module
+    assert (module.padding, module.bn_epsilon) == ("SAME", 1e-3)  # the `tf_` conventions
+    # timm's [-1, 1] (`x / 127.5 - 1`) is another function: 7e-4 away.
+    timms = reference["images"] / 127.5 - 1
+    assert relative_error(logits(network_fn, variables, timms), reference["logits"]) > 1e-4
+
+
+def test_efficientnetv2_first_blocks_are_our_conv_and_timms_own_name_refuses_the_file():
+    _, variables = loaded(*V2_S)
+    # Keras's unexpanded Fused-MBConv (`block1a_project_conv`, kxk) is our `conv`.
+    with h5py.File(path("keras_efficientnetv2")) as f:
+        kernel = f["block1a_project_conv/block1a_project_conv/kernel:0"][...]
+    np.testing.assert_array_equal(
+        variables["params"]["blocks_0_0"]["conv"]["conv"]["kernel"], kernel
+    )
+    with pytest.raises(
+        WeightFileError,
+        match=r"no classifier 'classifier.weight': not a efficientnetv2_s file \(files with its "
+        r"classifier key load as keras_efficientnetv2_s, tf_efficientnetv2_s\)$",
+    ):
+        nets_factory.load_pretrained(
+            "efficientnetv2_s", path("keras_efficientnetv2"), **EFFICIENTNETV2
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [("keras_regnetx_004", "keras_regnetx"), ("keras_regnety_008", "keras_regnety")],
+)
+def test_regnet_logits_are_kerass_from_its_0_255_inputs(name, case):
+    network_fn, variables = loaded(name, case)
+    reference = expected(case)
+    stages = network_fn.module.stages  # Keras's widths and depths
+    assert [(s.width, s.depth, s.group_width) for s in stages][1:3] == [(16, 1, 8), (32, 2, 8)]
+    info = network_fn.pretrained  # Keras's in-model `Rescaling(1 / 255)`, nothing else
+    assert (info.mean, info.std) == ((0.0,) * 3, (1.0,) * 3)
+    images = reference["images"] / 255
+    ours = logits(network_fn, variables, images)
+    assert relative_error(ours, reference["logits"]) <= 1e-4  # 3.4e-7 (X), 4.0e-7 (Y)
+
+
+def test_regnet_registry_names_take_kerass_files_with_their_padding():
+    # The classifier, `2head_dense` (Keras's session counter), tells Keras's layout.
+    network_fn, variables = loaded("regnety_008", "keras_regnety")
+    keras_fn, keras_variables = loaded("keras_regnety_008", "keras_regnety")
+    assert network_fn.pretrained.source == "regnety_008" and network_fn.module == keras_fn.module
+    jax.tree.map(np.testing.assert_array_equal, variables, keras_variables)
+    with h5py.File(path("keras_regnety")) as f:
+        kernel = f["2head_dense/2head_dense/kernel:0"][...]
+    np.testing.assert_array_equal(variables["params"]["head"]["fc"]["kernel"], kernel)
+    # Keras pads the stem and the strided 3x3 convolutions 'SAME': timm's symmetric padding is
+    # 15% away on the fixture's 72, 36 and 18 pixel maps.
+    assert network_fn.module.padding == "SAME"
+    symmetric = nets_factory.get_network_fn("regnety_008", 10, **REGNET)
+    assert symmetric.module.padding == "SYMMETRIC"
+    reference = expected("keras_regnety")
+    symmetric_logits = logits(symmetric, variables, reference["images"] / 255)
+    assert relative_error(symmetric_logits, reference["logits"]) > 1e-2
+    with pytest.raises(ValueError, match=r"trained with padding='SAME'; padding='SYMMETRIC' would"):
+        nets_factory.load_pretrained(
+            "regnety_008", path("keras_regnety"), padding="SYMMETRIC", **REGNET
+        )
+
+
+# Keras 2's RegNets that load: `regnet.MODEL_CONFIGS`' depths and widths, and the groups of each
+# stage's 3x3 convolutions as Keras builds them (`filters // group_width`; X080's first stage,
+# 80 channels of group width 120, gets one group, as ours).
+KERAS_REGNETS = {
+    "regnetx004": ((1, 2, 7, 12), (32, 64, 160, 384), (2, 4, 10, 24)),
+    "regnetx008": ((1, 3, 7, 5), (64, 128, 288, 672), (4, 8, 18, 42)),
+    "regnetx016": ((2, 4, 10, 2), (72, 168, 408, 912), (3, 7, 17, 38)),
+    "regnetx032": ((2, 6, 15, 2), (96, 192, 432, 1008), (2, 4, 9, 21)),
+    "regnetx080": ((2, 5, 15, 1), (80, 240, 720, 1920), (1, 2, 6, 16)),
+    "regnetx160": ((2, 6, 13, 1), (256, 512, 896, 2048), (2, 4, 7, 16)),
+    "regnety004": ((1, 3, 6, 6), (48, 104, 208, 440), (6, 13, 26, 55)),
+    "regnety008": ((1, 3, 8, 2), (64, 128, 320, 768), (4, 8, 20, 48)),
+    "regnety016": ((2, 6, 17, 2), (48, 120, 336, 888), (2, 5, 14, 37)),
+    "regnety032": ((2, 5, 13, 1), (72, 216, 576, 1512), (3, 9, 24, 63)),
+    "regnety080": ((2, 4, 10, 1), (168, 448, 896, 2016), (3, 8, 16, 36)),
+    "regnety160": ((2, 4, 11, 1), (224, 448, 1232, 3024), (2, 4, 11, 27)),
+}
+
+
+def test_kerass_regnets_are_our_networks():
+    keras = {n.removeprefix("keras_"): a for n, a in ARCHITECTURES.items() if "keras_regnet" in n}
+    assert sorted(keras) == sorted(f"{m[:7]}_{m[7:]}" for m in KERAS_REGNETS)
+    for model, stages in KERAS_REGNETS.items():
+        arch = keras[f"{model[:7]}_{model[7:]}"]
+        module = nets_factory.get_network_fn(arch.network, 1000, **arch.convention).module
+        ours = [(s.depth, s.width, s.width // s.group_width) for s in module.stages]
+        assert ours == list(zip(*stages, strict=True)), model
+        assert module.se_ratio == (0.25 if model.startswith("regnety") else 0)
+        assert (module.stem_width, module.bottleneck_ratio) == (32, 1.0)

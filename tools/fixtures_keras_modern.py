@@ -1,6 +1,6 @@
-"""Parity fixtures of Keras Applications' EfficientNet (B0-B7) and DenseNet (121, 169, 201), in the
-HDF5 layout of their published files (`efficientnetb0.h5`,
-`densenet121_weights_tf_dim_ordering_tf_kernels.h5`, ...).
+"""Parity fixtures of Keras Applications' EfficientNet (B0-B7), EfficientNetV2 (S, M, L), DenseNet
+(121, 169, 201) and ConvNeXt, in the HDF5 layout of their published files (`efficientnetb0.h5`,
+`efficientnetv2-s.h5`, `densenet121_weights_tf_dim_ordering_tf_kernels.h5`, ...).
 
 Standalone, in the TensorFlow environment of `tools/fixtures_keras.py` (whose `write_h5` and
 `perturb` it uses):
@@ -26,13 +26,19 @@ model.h5` and `expected.safetensors` (`images` NHWC, `logits`).
 - `keras_densenet`: `DenseNet([1, 1, 1, 1])` (Keras's growth rate 32); images ~N(0, 1), as
   `preprocess_input` (mode 'torch') would give. Its stem's layers are named as the published
   files name them (Keras 2's `conv1/conv`, `conv1/bn`; Keras 3 says `conv1_conv`).
+- `keras_efficientnetv2`: `EfficientNetV2(0.125, 0.3, name="efficientnetv2-s")` (V2-S's table:
+  stages of 1-5 blocks, 8-32 channels, a 160-wide head; widths where Keras's `round_filters`,
+  which has no 10% rule, and timm's `make_divisible` agree), whose stride-2 layers see 72, 36, 18,
+  9 and 5 pixel maps. Its preprocessing is `Rescaling(1 / 128, offset=-1)`, no weights; images in
+  [0, 255].
 
 The indexes `tests/fixtures/state_dicts/keras_efficientnet.txt` (B0, B3, B7),
-`keras_densenet.txt` (121, 201) and `keras_convnext.txt` (tiny, large) list the keys and shapes of
-full-size networks (1000 classes); the others' layouts are the same at other sizes, and each
-entry costs the test suite 2-4 s. `full FOLDER` writes EfficientNet B0 at 224 px, B3 at 300 px
-(odd maps: 75, 19), DenseNet-121 and ConvNeXtTiny (layer scales ~U(0.5, 1.5)) at 224 px, 1000
-classes, to measure parity at full size (docs/pretrained.md).
+`keras_efficientnetv2.txt` (V2-S), `keras_densenet.txt` (121, 201) and `keras_convnext.txt` (tiny,
+large) list the keys and shapes of full-size networks (1000 classes); the others' layouts are the
+same at other sizes, and each entry costs the test suite 2-4 s. `full FOLDER` writes EfficientNet B0
+at 224 px, B3 at 300 px (odd maps: 75, 19), DenseNet-121 and ConvNeXtTiny (layer scales ~U(0.5,
+1.5)) at 224 px, 1000 classes, and EfficientNetV2S at 384 px with its logits in float64 too
+(`logits64`), to measure parity at full size (docs/pretrained.md).
 """
 
 import sys
@@ -45,6 +51,7 @@ from fixtures_keras import ROOT, perturb, weight_names, write_h5
 from keras.src.applications.convnext import ConvNeXt
 from keras.src.applications.densenet import DenseNet
 from keras.src.applications.efficientnet import EfficientNet
+from keras.src.applications.efficientnet_v2 import EfficientNetV2
 from safetensors.numpy import save_file
 
 MEAN, STD = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
@@ -72,6 +79,10 @@ CONVNEXTS = {
     "convnext_base": ((3, 3, 27, 3), (128, 256, 512, 1024)),
     "convnext_large": ((3, 3, 27, 3), (192, 384, 768, 1536)),
 }
+
+# Keras's EfficientNetV2S at width 0.125, depth 0.3 (stages of 1-5 blocks, 8-32 channels, a 160-wide
+# head): widths where Keras's `round_filters` (no 10% rule) and timm's `make_divisible` agree.
+V2_SMALL = (0.125, 0.3)
 
 
 def efficientnet(width: float, depth: float, size: int, classes: int, dropout: float = 0.2):
@@ -128,6 +139,53 @@ def write_index() -> None:
             for name, w in zip(weight_names(layer, published), layer.weights, strict=True):
                 lines.append(f"{name} {','.join(map(str, w.shape))}")
     (ROOT / "state_dicts" / "keras_efficientnet.txt").write_text("\n".join(lines) + "\n")
+
+
+def efficientnetv2(variant: str, width: float, depth: float, size: int, classes: int):
+    """Keras's `EfficientNetV2` at `variant`'s table (`efficientnetv2-s`: the name picks the
+    table and the preprocessing, `Rescaling(1 / 128, offset=-1)` for S/M/L)."""
+    return EfficientNetV2(
+        width,
+        depth,
+        size,
+        name=f"efficientnetv2-{variant}",
+        input_shape=(size, size, 3),
+        weights=None,
+        classes=classes,
+        classifier_activation=None,
+    )
+
+
+def write_efficientnetv2(
+    folder: Path, variant: str, width, depth, size: int, classes: int, float64: bool = False
+):
+    """`float64`: also the logits of the same weights in float64 (`logits64`): full-size V2's
+    perturbed blocks are ill-conditioned, so float32 against float32 measures rounding."""
+    keras.utils.set_random_seed(sum(map(ord, folder.name)))
+    model = efficientnetv2(variant, width, depth, size, classes)
+    perturb(model, np.random.default_rng(sum(map(ord, folder.name))))
+    images = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
+    expected = {"images": images, "logits": np.asarray(model(images, training=False), np.float32)}
+    if float64:
+        keras.config.set_dtype_policy("float64")
+        twin = efficientnetv2(variant, width, depth, size, classes)
+        keras.config.set_dtype_policy("float32")
+        twin.set_weights([w.astype(np.float64) for w in model.get_weights()])
+        expected["logits64"] = np.asarray(twin(images.astype(np.float64), training=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_h5(model, folder / "model.h5", libver="latest")
+    save_file(expected, folder / "expected.safetensors")
+    logits = expected["logits"]
+    print(folder, logits.shape, float(np.abs(logits).max()))
+
+
+def write_efficientnetv2_index() -> None:
+    lines = ["# key shape of every weight of Keras's EfficientNetV2S (fixtures_keras_modern.py)"]
+    lines.append("[keras_efficientnetv2_s]")  # M and L: the same names, more blocks
+    for layer in efficientnetv2("s", 1.0, 1.0, 384, 1000).layers:
+        for key, w in zip(weight_names(layer), layer.weights, strict=True):
+            lines.append(f"{key} {','.join(map(str, w.shape))}")
+    (ROOT / "state_dicts" / "keras_efficientnetv2.txt").write_text("\n".join(lines) + "\n")
 
 
 def published_densenet_name(name: str) -> str:
@@ -226,6 +284,7 @@ if __name__ == "__main__":
         write_densenet(folder / "densenet121", DENSENETS["densenet121"], 224, 1000)
         tiny = CONVNEXTS["convnext_tiny"]
         write_convnext(folder / "convnext_tiny", "convnext_tiny", *tiny, 224, 1000)
+        write_efficientnetv2(folder / "efficientnetv2_s", "s", 1.0, 1.0, 384, 1000, float64=True)
     else:
         write_efficientnet(ROOT / "parity" / "keras_efficientnet", 0.1, 0.5, 72, 10)
         write_index()
@@ -234,3 +293,5 @@ if __name__ == "__main__":
         small = ((1, 1, 2, 1), (8, 16, 24, 32))
         write_convnext(ROOT / "parity" / "keras_convnext", "convnext_tiny", *small, 72, 10)
         write_convnext_index()
+        write_efficientnetv2(ROOT / "parity" / "keras_efficientnetv2", "s", *V2_SMALL, 72, 10)
+        write_efficientnetv2_index()

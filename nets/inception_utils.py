@@ -19,7 +19,7 @@ have no variables.
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -261,6 +261,13 @@ class SlimInception(nn.Module):
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_INCEPTION.momentum
 
+    # The feature pyramid (`nets.features`): end_point -> stride, the deepest map at each stride.
+    pyramid: ClassVar[dict[str, int]] = {}
+
+    def feature_strides(self) -> dict[str, int]:
+        """The network's `pyramid` table."""
+        return dict(self.pyramid)
+
     def builder(self, train: bool) -> Builder:
         return self.slim_builder(train, keep_depth)
 
@@ -300,6 +307,22 @@ class ThinnableInception(SlimInception):
 
     def builder(self, train: bool) -> Builder:
         return self.slim_builder(train, depth_fn(self.depth_multiplier, self.min_depth))
+
+
+class AuxHeadInception(ThinnableInception):
+    """The 299-pixel Inceptions (v3, v4, Inception-ResNet-v2), whose stems' 'VALID' layers leave
+    the 8x8 grid's last block a 1x1 map at 75 pixels, with Slim's auxiliary head on the 17x17
+    grid (`create_aux_logits`; `init` creates its parameters whatever the mode)."""
+
+    min_image_size: ClassVar[int] = 75
+
+    create_aux_logits: bool = True
+
+    @property
+    def min_train_image_size(self) -> int:
+        """`init` and training build the auxiliary head, whose 5x5/3 'VALID' pool needs a 5x5
+        map on the 17x17 grid: 107 pixels (75 without it)."""
+        return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
 
 
 def reduction_b(widths: tuple[int, int, int, int, int, int]) -> tuple[tuple[Any, ...], ...]:

@@ -103,15 +103,14 @@ class InceptionV1(ThinnableInception):
 
     default_image_size: ClassVar[int] = 224
 
-    def feature_strides(self) -> dict[str, int]:
-        """The deepest map at each stride (`nets.features`)."""
-        return {
-            "Conv2d_1a_7x7": 2,
-            "Conv2d_2c_3x3": 4,
-            "Mixed_3c": 8,
-            "Mixed_4f": 16,
-            "Mixed_5c": 32,
-        }
+    # The deepest map at each stride (`nets.features`).
+    pyramid: ClassVar[dict[str, int]] = {
+        "Conv2d_1a_7x7": 2,
+        "Conv2d_2c_3x3": 4,
+        "Mixed_3c": 8,
+        "Mixed_4f": 16,
+        "Mixed_5c": 32,
+    }
 
     @nn.compact
     def __call__(self, x, train: bool = True):

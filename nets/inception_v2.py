@@ -135,15 +135,14 @@ class InceptionV2(ThinnableInception):
 
     use_separable_conv: bool = True
 
-    def feature_strides(self) -> dict[str, int]:
-        """The deepest map at each stride (`nets.features`)."""
-        return {
-            "Conv2d_1a_7x7": 2,
-            "Conv2d_2c_3x3": 4,
-            "Mixed_3c": 8,
-            "Mixed_4e": 16,
-            "Mixed_5c": 32,
-        }
+    # The deepest map at each stride (`nets.features`).
+    pyramid: ClassVar[dict[str, int]] = {
+        "Conv2d_1a_7x7": 2,
+        "Conv2d_2c_3x3": 4,
+        "Mixed_3c": 8,
+        "Mixed_4e": 16,
+        "Mixed_5c": 32,
+    }
 
     @nn.compact
     def __call__(self, x, train: bool = True):

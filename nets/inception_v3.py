@@ -14,13 +14,13 @@ import flax.linen as nn
 
 from nets.inception_utils import (
     V3_STEM,
+    AuxHeadInception,
     AuxLogits,
     AvgPool,
     Concat,
     Conv2d,
     MaxPool,
     Mixed,
-    ThinnableInception,
     reduction_b,
 )
 
@@ -124,7 +124,7 @@ _AUX = functools.partial(
 )
 
 
-class InceptionV3(ThinnableInception):
+class InceptionV3(AuxHeadInception):
     """Slim's Inception v3, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_7c`) plus
@@ -136,26 +136,14 @@ class InceptionV3(ThinnableInception):
     """
 
     default_image_size: ClassVar[int] = 299
-    # The stem's 'VALID' layers leave the 8x8 grid's last block a 1x1 map at 75 pixels.
-    min_image_size: ClassVar[int] = 75
-
-    create_aux_logits: bool = True
-
-    @property
-    def min_train_image_size(self) -> int:
-        """`init` and training build the auxiliary head, whose 5x5/3 'VALID' pool needs a 5x5
-        map on the 17x17 grid: 107 pixels (75 without it)."""
-        return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
-
-    def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: the deepest map at each stride."""
-        return {
-            "Conv2d_2b_3x3": 2,
-            "Conv2d_4a_3x3": 4,
-            "Mixed_5d": 8,
-            "Mixed_6e": 16,
-            "Mixed_7c": 32,
-        }
+    # timm's `feature_info`: the deepest map at each stride.
+    pyramid: ClassVar[dict[str, int]] = {
+        "Conv2d_2b_3x3": 2,
+        "Conv2d_4a_3x3": 4,
+        "Mixed_5d": 8,
+        "Mixed_6e": 16,
+        "Mixed_7c": 32,
+    }
 
     @nn.compact
     def __call__(self, x, train: bool = True):

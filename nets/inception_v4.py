@@ -11,13 +11,13 @@ from typing import ClassVar
 import flax.linen as nn
 
 from nets.inception_utils import (
+    AuxHeadInception,
     AuxLogits,
     AvgPool,
     Concat,
     Conv2d,
     MaxPool,
     Mixed,
-    ThinnableInception,
     reduction_b,
 )
 
@@ -120,7 +120,7 @@ _AUX = functools.partial(
 )
 
 
-class InceptionV4(ThinnableInception):
+class InceptionV4(AuxHeadInception):
     """Slim's Inception v4, default image size 299 (at least 75, 107 with aux logits).
 
     Returns `(logits, end_points)`; end points are Slim's (`Conv2d_1a_3x3` ... `Mixed_7d`) plus
@@ -134,21 +134,14 @@ class InceptionV4(ThinnableInception):
     """
 
     default_image_size: ClassVar[int] = 299
-    # The stem's 'VALID' layers leave the 8x8 grid's last block a 1x1 map at 75 pixels.
-    min_image_size: ClassVar[int] = 75
-
-    create_aux_logits: bool = True
-
-    @property
-    def min_train_image_size(self) -> int:
-        """`init` and training build the auxiliary head, whose 5x5/3 'VALID' pool needs a 5x5
-        map on the 17x17 grid: 107 pixels (75 without it)."""
-        return 107 if self.create_aux_logits and self.num_classes else self.min_image_size
-
-    def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info` (at stride 4 `Mixed_3a`, before `Mixed_4a`'s 'VALID'
-        convolutions)."""
-        return {"Conv2d_2b_3x3": 2, "Mixed_3a": 4, "Mixed_5e": 8, "Mixed_6h": 16, "Mixed_7d": 32}
+    # timm's `feature_info` (at stride 4 `Mixed_3a`, before `Mixed_4a`'s 'VALID' convolutions).
+    pyramid: ClassVar[dict[str, int]] = {
+        "Conv2d_2b_3x3": 2,
+        "Mixed_3a": 4,
+        "Mixed_5e": 8,
+        "Mixed_6h": 16,
+        "Mixed_7d": 32,
+    }
 
     @nn.compact
     def __call__(self, x, train: bool = True):

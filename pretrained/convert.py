@@ -167,6 +167,11 @@ class Architecture:
         return key.startswith(tuple(prefix + self.framework.separator for prefix in prefixes))
 
 
+def same_layout(layout: Layout) -> Callable[[nn.Module], Layout]:
+    """`Architecture.layout` for a family whose key names do not depend on the built module."""
+    return lambda module: layout
+
+
 def module_index(name: str, kind: str) -> int:
     """The number in one of our numbered module names: `module_index('blocks_3', 'blocks')` is 3.
     Layouts use it to find a source's numbering; anything else is a bug, said as one line."""

@@ -30,7 +30,7 @@ inputs to `(x / 255 - mean) / std` with ImageNet's mean and std: our `Pretrained
 import dataclasses
 import math
 
-from pretrained.convert import KERAS, TORCH, Architecture, Layout, module_index
+from pretrained.convert import KERAS, TORCH, Architecture, Layout, module_index, same_layout
 
 _BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
@@ -117,10 +117,6 @@ def keras_layout(model: str) -> Layout:
 KERAS_FRAMEWORK = dataclasses.replace(KERAS, leaves={**KERAS.leaves, "gamma": ("gamma:0",)})
 
 
-def _layout(layout: Layout):
-    return lambda module: layout
-
-
 def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Architecture:
     # The preprocessing of files without a config.json: timm's `fb_in1k` pretrained_cfg
     # (bicubic, crop 0.95 for tiny/small, 0.875 for base/large); torchvision's weights resize to
@@ -128,7 +124,7 @@ def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Ar
     torchvision = Architecture(
         network,
         {},
-        _layout(torchvision_layout),
+        same_layout(torchvision_layout),
         head=("head",),
         source_head="classifier.2",
         framework=FRAMEWORK,
@@ -137,7 +133,7 @@ def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Ar
     return Architecture(
         network,
         {},
-        _layout(timm_layout),
+        same_layout(timm_layout),
         head=("head",),
         source_head="head.fc",
         alternatives=(torchvision,),
@@ -152,7 +148,7 @@ def _keras(network: str) -> Architecture:
     return Architecture(
         network,
         {},
-        _layout(keras_layout(network)),
+        same_layout(keras_layout(network)),
         head=("head",),
         source_head=f"{network}_head_dense",
         framework=KERAS_FRAMEWORK,

@@ -17,7 +17,7 @@ from nets import inception_resnet_v2 as irv2
 from nets import inception_v4 as v4  # our layer tables, which the names pair up with
 from nets.inception_utils import Concat, Conv2d, Mixed
 from pretrained import keras_inception
-from pretrained.convert import Architecture, Layout
+from pretrained.convert import Architecture, Layout, same_layout
 from pretrained.inception import INCEPTION_INPUTS, LEAF_MODULES
 
 Names = dict[tuple[str, ...], str]
@@ -129,7 +129,7 @@ def _architecture(
     return Architecture(
         network,
         convention,
-        lambda module: layout,
+        same_layout(layout),
         head=("Logits", "Logits"),
         source_head=source_head,
         preprocessing={

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from nets import inception_resnet_v2 as irv2
 from nets import inception_v3 as v3
 from nets.inception_utils import Concat, Conv2d, Mixed
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, Layout, same_layout
 
 Path = tuple[str, ...]
 _AUTOMATIC = re.compile(r"(conv2d|batch_normalization)(?:_(\d+))?")
@@ -132,7 +132,7 @@ def _keras(network: str, numbered: dict[Path, int], named: dict[Path, str], head
         # Slim's function (our defaults), stated so that torchvision's and timm's conventions
         # (a BatchNorm scale, pools that count the padding) raise rather than compute another.
         {"batch_norm_scale": False, "count_include_pad": False, "create_aux_logits": False},
-        lambda module: layout,
+        same_layout(layout),
         head=head,
         source_head="predictions",
         preprocessing={"image_size": 299, "mean": (0.5,) * 3, "std": (0.5,) * 3},

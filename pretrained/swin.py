@@ -20,7 +20,7 @@ are skipped as PyTorch's BatchNorm counter `num_batches_tracked` is. The tables 
 import dataclasses
 import re
 
-from pretrained.convert import TORCH, Architecture, Framework, Layout, module_index
+from pretrained.convert import TORCH, Architecture, Framework, module_index, same_layout
 
 _TABLE = "relative_position_bias_table"
 FRAMEWORK: Framework = dataclasses.replace(
@@ -54,10 +54,6 @@ def torchvision_layout(path: tuple[str, ...]) -> str:
     return ".".join((f"features.{2 * stage + 1}.{block}", *rest))
 
 
-def _layout(layout: Layout):
-    return lambda module: layout
-
-
 def _architecture(network: str, torchvision_resize: int) -> Architecture:
     # The preprocessing of files without a config.json: timm's `ms_in1k` pretrained_cfg
     # (bicubic, crop 0.9); torchvision's weights resize to `torchvision_resize` and crop 224,
@@ -65,7 +61,7 @@ def _architecture(network: str, torchvision_resize: int) -> Architecture:
     torchvision = Architecture(
         network,
         {},
-        _layout(torchvision_layout),
+        same_layout(torchvision_layout),
         head=("head",),
         source_head="head",
         framework=FRAMEWORK,
@@ -74,7 +70,7 @@ def _architecture(network: str, torchvision_resize: int) -> Architecture:
     return Architecture(
         network,
         {},
-        _layout(timm_layout),
+        same_layout(timm_layout),
         head=("head",),
         source_head="head.fc",
         alternatives=(torchvision,),

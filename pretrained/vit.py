@@ -12,7 +12,7 @@ config.json says so); DeiT's, ImageNet's mean and std.
 
 import dataclasses
 
-from pretrained.convert import TORCH, Architecture, Framework
+from pretrained.convert import TORCH, Architecture, Framework, same_layout
 
 # PyTorch's leaves, and the network's own parameters, named alike in both.
 _TOKENS = ("cls_token", "dist_token", "pos_embed")
@@ -33,7 +33,7 @@ def _architecture(network: str) -> Architecture:
     return Architecture(
         network,
         {},
-        lambda module: layout,
+        same_layout(layout),
         head=("head",),
         source_head="head",
         other_heads=((("head_dist",), "head_dist"),) if "distilled" in network else (),

@@ -5,12 +5,13 @@
 
 Each row times the full train step of `bench/train_step.py` (SGD momentum, cross-entropy,
 BatchNorm updates, float32) with the zoo's `nets.layers.Conv` and with plain `flax.linen.Conv`,
-interleaved in this process (with `training.host_memory`'s malloc settings, as `train.py` runs;
-`--malloc-defaults` leaves glibc's), then PyTorch's eager step in its default and its
-`channels_last` memory formats (`bench/torch_resnet.py`): in this process when torch imports
-here, otherwise in the `--torch-python` interpreter (an environment with torch and no JAX), run
-after the JAX timings so the two never share the cores. PyTorch is never a dependency: without
-it the PyTorch columns say so. Figures are medians over `--steps` steps, in img/s.
+interleaved in this process with the CPU settings `train.py` makes (`training.host_memory`'s
+malloc, `--malloc-defaults` leaves glibc's; `training.xla_cpu_flags`, `--ynn-convolutions` leaves
+XLA's), then PyTorch's eager step in its default and its `channels_last` memory formats
+(`bench/torch_resnet.py`): in this process when torch imports here, otherwise in the
+`--torch-python` interpreter (an environment with torch and no JAX), run after the JAX timings so
+the two never share the cores. PyTorch is never a dependency: without it the PyTorch columns say
+so. Figures are medians over `--steps` steps, in img/s.
 """
 
 import argparse
@@ -63,9 +64,9 @@ def main() -> None:
     parser.add_argument("--torch-python", help="an interpreter with torch, when this one has none")
     parser.add_argument("--rows", default=",".join(r[0] for r in ROWS), help="networks to time")
     parser.add_argument("--steps", type=int, help="steps a row; default: each row's own")
-    train_step.add_malloc_flag(parser)
+    train_step.add_runtime_flags(parser)
     args = parser.parse_args()
-    train_step.set_malloc(args)
+    train_step.set_runtime(args)
     wanted = args.rows.split(",")
     unknown = set(wanted) - {r[0] for r in ROWS}
     if unknown:

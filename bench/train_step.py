@@ -28,7 +28,7 @@ import optax
 
 import nets_factory
 from nets.layers import Conv
-from training import host_memory
+from training import host_memory, xla_cpu_flags
 
 
 def make_step(apply, optimizer):
@@ -129,19 +129,26 @@ def run_interleaved(timers: dict, steps: int) -> dict[str, float]:
     return {label: statistics.median(t.times) for label, t in timers.items()}
 
 
-def add_malloc_flag(parser: argparse.ArgumentParser) -> None:
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--malloc-defaults",
         action="store_true",
         help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
     )
+    parser.add_argument(
+        "--ynn-convolutions",
+        action="store_true",
+        help="keep XLA:CPU's YNNPACK convolutions (train.py sets training.xla_cpu_flags')",
+    )
 
 
-def set_malloc(args: argparse.Namespace) -> None:
-    """`training.host_memory`'s malloc settings unless `--malloc-defaults`, as `train.py` does:
-    before JAX starts its threads."""
+def set_runtime(args: argparse.Namespace) -> None:
+    """The CPU settings `train.py` makes, before JAX starts: `training.host_memory`'s malloc
+    unless `--malloc-defaults`, `training.xla_cpu_flags`' unless `--ynn-convolutions`."""
     if not args.malloc_defaults:
         host_memory.reuse_freed_memory()
+    if not args.ynn_convolutions:
+        xla_cpu_flags.prefer_eigen_convolutions()
 
 
 def main() -> None:
@@ -162,9 +169,9 @@ def main() -> None:
     parser.add_argument(
         "--torch", action="store_true", help="also time PyTorch (see bench/torch_resnet.py)"
     )
-    add_malloc_flag(parser)
+    add_runtime_flags(parser)
     args = parser.parse_args()
-    set_malloc(args)
+    set_runtime(args)
     if args.torch and importlib.util.find_spec("torch") is None:  # before minutes of compiling
         sys.exit("train_step.py: --torch needs PyTorch, which is not installed: pip install torch")
 

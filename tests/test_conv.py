@@ -1,5 +1,7 @@
 """nets.layers.Conv: XLA's numerics and flax.linen.Conv's parameters, on every CPU path."""
 
+from functools import partial
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -113,24 +115,34 @@ def test_filter_gradient_without_room_for_patches_matches_xla(case, monkeypatch)
     assert relative_error(dparams["kernel"], dparams_ref["kernel"]) <= 1e-5
 
 
-@pytest.mark.parametrize("chunk_pixels", [100, 200])
-def test_chunked_filter_gradient_matches_xla(chunk_pixels, monkeypatch):
-    """The few-channel filter gradient in chunks of images: 5 images of 10x10 outputs in chunks
-    of 1 (a scan of 5) and of 2 (a scan of 2, and the fifth image by itself)."""
-    monkeypatch.setattr(conv_cpu, "_CHUNK_PIXELS", chunk_pixels)
+@pytest.mark.parametrize(
+    "chunk_rows, kernel, strides, padding",
+    [
+        (120, (3, 3), (1, 1), ((1, 1), (1, 1))),  # 12 padded rows x 10 outputs: 1 image a chunk
+        (240, (3, 3), (1, 1), ((1, 1), (1, 1))),  # 2 images a chunk, the fifth by itself
+        (55, (3, 3), (2, 2), ((0, 1), (0, 1))),  # stride 2: `dy` spread over every other row
+        (1000, (2, 3), (2, 1), ((1, 0), (2, 1))),  # uneven kernel, strides and padding; 1 chunk
+    ],
+)
+def test_chunked_filter_gradient_matches_xla(chunk_rows, kernel, strides, padding, monkeypatch):
+    """The few-channel filter gradient (`rows^T @ shifted`) over chunks of 5 images of 10x10."""
+    monkeypatch.setattr(conv_cpu, "_CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(conv_cpu, "_CHUNKED_MIN_PATCH_ELEMENTS", 0)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((5, 10, 10, 4), np.float32)
-    w = rng.standard_normal((3, 3, 4, 8), np.float32)
-    dy = rng.standard_normal((5, 10, 10, 8), np.float32)
-    padding = ((1, 1), (1, 1))
+    w = rng.standard_normal((*kernel, 4, 8), np.float32)
+    reference_conv = partial(
+        lax.conv_general_dilated, dimension_numbers=("NHWC", "HWIO", "NHWC"), precision="highest"
+    )
+    y = reference_conv(x, w, strides, padding)
+    dy = rng.standard_normal(y.shape, np.float32)
 
     @jax.jit
     def both(w):
-        ours = jax.vjp(lambda w_: conv_cpu.conv2d(x, w_, (1, 1), padding), w)[1](dy)[0]
-        ref = reference(1, padding, 1)
-        return ours, jax.vjp(lambda w_: ref({"kernel": w_, "bias": 0.0}, x), w)[1](dy)[0]
+        ours = jax.vjp(lambda w_: conv_cpu.conv2d(x, w_, strides, padding), w)[1](dy)[0]
+        return ours, jax.vjp(lambda w_: reference_conv(x, w_, strides, padding), w)[1](dy)[0]
 
+    assert conv_cpu._method(x.shape, w.shape, strides, padding, 1) == "xla"
     assert conv_cpu._chunked_pays(x.shape, w.shape, dy.shape)
     assert relative_error(*both(w)) <= 1e-5
 

@@ -2,7 +2,8 @@
 
 - `Conv`: `flax.linen.Conv`'s fields and parameters, with a fast CPU path (`nets.layers.cpu`).
 - `ConvNormAct`: convolution, normalisation, activation, with the family's parameter names.
-- `batch_norm` and its conventions (`TORCH`, `SLIM`, ...): BatchNorm as each library sets it.
+- `batch_norm` and its conventions (`TORCH`, `SLIM`, ...): BatchNorm as each library sets it;
+  `BatchNorm` is flax's with its training gradient in closed form (fewer passes on CPU).
 - pooling: `max_pool`, `avg_pool`, `adaptive_avg_pool`, `global_avg_pool`; padding conventions
   ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
 - `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
@@ -13,6 +14,7 @@
 """
 
 from nets.layers.attention import DotProductAttention
+from nets.layers.batch_norm import BatchNorm
 from nets.layers.classifier import EndPoints, classify, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
@@ -40,6 +42,7 @@ __all__ = [
     "SLIM_MOBILENET",
     "TORCH",
     "TORCH_INCEPTION",
+    "BatchNorm",
     "BatchNormConvention",
     "Conv",
     "DotProductAttention",

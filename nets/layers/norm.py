@@ -7,7 +7,7 @@ is a decay of 0.9. Slim's BatchNorm may leave out the scale (`scale=False`: `bet
 from functools import partial
 from typing import Any, NamedTuple
 
-import flax.linen as nn
+from nets.layers.batch_norm import BatchNorm
 
 
 class BatchNormConvention(NamedTuple):
@@ -24,9 +24,10 @@ SLIM_MOBILENET = BatchNormConvention(momentum=0.997, epsilon=1e-3)  # Slim's mob
 
 
 def batch_norm(convention: BatchNormConvention, train: bool, dtype: Any) -> partial:
-    """`nn.BatchNorm` with `convention`: batch statistics in training, running ones otherwise."""
+    """`BatchNorm` (flax's, with a closed-form training gradient) with `convention`: batch
+    statistics in training, running ones otherwise."""
     return partial(
-        nn.BatchNorm,
+        BatchNorm,
         use_running_average=not train,
         momentum=convention.momentum,
         epsilon=convention.epsilon,

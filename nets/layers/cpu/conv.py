@@ -23,10 +23,13 @@ writes the rest as matrix products, which XLA:CPU runs well:
   ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 keep XLA's own, which
   is faster there; so does anything above 256 MB of patches.
 - the filter gradient of few-channel convolutions (CIFAR ResNets: at most 64 input channels)
-  whose whole-batch patches would exceed 8 MB: the same product over chunks of ~2048 output
-  pixels, a `lax.scan` whose patches stay in cache. XLA:CPU `mmap`s an executable's temporaries
-  afresh at every run, so every page they touch costs a page fault (~40% of ResNet-20's step at
-  batch 128 was kernel time); the row patches above tripled its temporaries (289 -> 855 MB).
+  whose whole-batch patches would exceed 8 MB: one product `rows^T @ shifted` of two 3x
+  operands instead of 9x patches. `rows` holds the kernel's horizontal taps of the input side by
+  side (as above); `shifted` holds `dy` shifted down by each kernel row. Block `(dj, di)` of the
+  `[kw * in, kh * out]` product is kernel tap `(di, dj)`. It runs over chunks of images (a
+  `lax.scan`) that stay in cache: XLA:CPU `mmap`s an executable's temporaries afresh at every
+  run unless glibc is told otherwise (`training.host_memory`), and every page they touch then
+  costs a page fault.
 - grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
   of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.
 - depthwise convolutions (MobileNet): a sum of shifted slices times the per-channel taps, and its
@@ -52,14 +55,14 @@ from nets.layers.padding import Pads, output_size
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
 _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
 _ROWS_MIN_OUTPUT_PIXELS = 14 * 14  # smaller maps keep XLA's own filter gradient
-# The chunked filter gradient: for convolutions of at most this many input channels whose whole
-# batch of im2col patches would exceed 8 MB of float32, patches of about `_CHUNK_PIXELS` output
-# pixels at a time (2048 x 9 x 16 float32 = 1.2 MB: cache-sized). Above 64 channels ResNet-18's
-# step was faster without it (its own row patches); under 8 MB XLA's own is as fast (ResNet-20 on
-# the 8 px digits at batch 64, 2.4 MB: 0.97x chunked), and keeps that job's numerics.
+# The shifted filter gradient: for convolutions of at most this many input channels whose whole
+# batch of im2col patches would exceed 8 MB of float32, chunks of whole images of about
+# `_CHUNK_ROWS` rows of the product (16384 x 48 float32 = 3 MB for a 16-channel 3x3 kernel).
+# Above 64 channels the row patches were faster (ResNet-18's and ResNet-50's steps: 0.98x and
+# 0.92x with this one); under 8 MB XLA's own is as fast (ResNet-20 on the 8 px digits, 2.4 MB).
 _CHUNKED_MAX_IN_FEATURES = 64
 _CHUNKED_MIN_PATCH_ELEMENTS = 1 << 21
-_CHUNK_PIXELS = 2048
+_CHUNK_ROWS = 16384
 
 
 def conv2d(
@@ -259,7 +262,7 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
         patches = _patches(x, kh, kw, strides, padding, (ho, wo))
         return _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,))).reshape(w_shape)
     if method == "xla" and _chunked_pays(x.shape, w_shape, dy.shape):
-        return _chunked_filter_grad(x, dy, w_shape, strides, padding, precision)
+        return _shifted_filter_grad(x, dy, w_shape, strides, padding, precision)
     if groups == 1 and large_map and _row_patches_fit(x.shape, w_shape, padding, wo):
         # One patches^T @ dy product per kernel row. XLA:CPU's own filter gradient transposes
         # both operands first, and recomputes their producers (BatchNorm, ReLU, residual sums)
@@ -286,31 +289,33 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
 
 
 def _chunked_pays(x_shape, w_shape, dy_shape) -> bool:
-    """Whether `_chunked_filter_grad` is measured faster than the alternatives (see its doc)."""
+    """Whether `_shifted_filter_grad` is measured faster than the alternatives (see above)."""
     kh, kw, c, _ = w_shape
     n, ho, wo, _ = dy_shape
     patch_elements = n * ho * wo * kh * kw * c
     return c <= _CHUNKED_MAX_IN_FEATURES and patch_elements >= _CHUNKED_MIN_PATCH_ELEMENTS
 
 
-def _chunked_filter_grad(x, dy, w_shape, strides, padding, precision):
-    """`patches^T @ dy` summed over chunks of whole images of about `_CHUNK_PIXELS` outputs each
-    (a `lax.scan`), and the images left after the last whole chunk as one more product.
+def _shifted_filter_grad(x, dy, w_shape, strides, padding, precision):
+    """`rows^T @ shifted` (`_shifted_operands`) summed over chunks of whole images of about
+    `_CHUNK_ROWS` rows each (a `lax.scan`), and the images left after the last whole chunk as
+    one more product.
 
-    Whole-batch patches, or the row patches, of a few-channel convolution stream hundreds of MB
-    of temporaries through memory that XLA:CPU maps afresh at every run (see the module doc);
-    chunks of 2048 pixels (1.2 MB of patches at 16 channels) stay in cache and add none.
-    ResNet-20 at batch 128, 32 px: 1.3-1.6x the whole step over the row patches, interleaved
-    (2048 beat 512, 1024, 4096 and 8192 there).
+    The same products as im2col's `patches^T @ dy`, from operands 3x the input and 3x `dy`
+    (6x in all, against 9x for the patches) built with 6 slices and pads, and one product with a
+    squarer result (`[48, 48]` against `[144, 16]` at 16 channels). ResNet-20's step at batch
+    128, 32 px: 1.16x over the chunked patches (interleaved), which were 1.3-1.6x over the whole
+    batch's row patches. 16384 rows beat 8192 and the whole batch there.
     """
     kh, kw, c, out = w_shape
-    n, ho, wo, _ = dy.shape
-    per_chunk = max(1, min(n, _CHUNK_PIXELS // (ho * wo)))
+    n = x.shape[0]
+    rows_per_image = (x.shape[1] + sum(padding[0])) * dy.shape[2]
+    per_chunk = max(1, min(n, _CHUNK_ROWS // rows_per_image))
     whole = n // per_chunk * per_chunk
 
     def chunk_grad(x_, dy_):
-        patches = _patches(x_, kh, kw, strides, padding, (ho, wo))
-        return _matmul(patches, dy_.reshape(-1, out), precision, ((0,), (0,)))
+        rows, shifted = _shifted_operands(x_, dy_, kh, kw, strides, padding)
+        return _matmul(rows, shifted, precision, ((0,), (0,)))
 
     def add_chunk(acc, chunk):
         return acc + chunk_grad(*chunk), None
@@ -323,10 +328,27 @@ def _chunked_filter_grad(x, dy, w_shape, strides, padding, precision):
             dy[:whole].reshape(whole // per_chunk, per_chunk, *dy.shape[1:]),
         )
         acc = jnp.promote_types(jnp.result_type(x, dy), jnp.float32)
-        dw, _ = lax.scan(add_chunk, jnp.zeros((kh * kw * c, out), acc), chunks)
+        dw, _ = lax.scan(add_chunk, jnp.zeros((kw * c, kh * out), acc), chunks)
     if whole < n:
         dw += chunk_grad(x[whole:], dy[whole:])
-    return dw.reshape(w_shape)
+    return dw.reshape(kw, c, kh, out).transpose(2, 0, 1, 3)  # [dj, c, di, o] -> HWIO
+
+
+def _shifted_operands(x, dy, kh, kw, strides, padding):
+    """`rows` `[m, kw * in]`: the row patches of `x` (`_row_patches`, on every padded row), and
+    `shifted` `[m, kh * out]`: for each kernel row `di`, `dy` placed on the padded rows it reads
+    (output row `i` on row `i * sh + di`, zeros elsewhere), so that `rows^T @ shifted` holds
+    kernel tap `(di, dj)` in block `(dj, di)`."""
+    ho, wo = dy.shape[1:3]
+    rows = _row_patches(x, kw, strides, padding, wo)
+    height, sh = rows.shape[1], strides[0]
+    zero, keep = jnp.zeros((), dy.dtype), (0, 0, 0)
+    shifted = [
+        lax.pad(dy, zero, (keep, (di, height - di - (ho - 1) * sh - 1, sh - 1), keep, keep))
+        for di in range(kh)
+    ]
+    shifted = shifted[0] if kh == 1 else jnp.concatenate(shifted, axis=-1)
+    return rows.reshape(-1, rows.shape[-1]), shifted.reshape(-1, shifted.shape[-1])
 
 
 # Depthwise (one input channel per group, `multiplier` outputs each): shifted slices times taps.

@@ -7,7 +7,7 @@ convolutions, and only them, off YNNPACK's list (it keeps reductions and matrix 
 train steps faster or left them unchanged, interleaved in one process:
 
     ResNet-20 (b128, 32 px) 1.10x, Inception v3 1.12x, ResNet-18 (64 px) 1.06x, ResNet-50 1.04x;
-    EfficientNet-B0, DenseNet-121, ConvNeXt-T within noise (0.98-1.00x).
+    EfficientNet-B0, MobileNet v2, DenseNet-121, ConvNeXt-T within noise (0.98-1.01x).
 
 XLA reads `XLA_FLAGS` once, when JAX starts its CPU backend, and aborts on a flag it does not
 know, so the flag is added only for the jaxlib versions it was measured on, and never over a

@@ -1,10 +1,10 @@
 """`flax.linen.BatchNorm` with its training-mode gradient written by hand.
 
 Autodiff of flax's BatchNorm goes through the mean, the mean of squares, the clipped variance and
-the normalisation one primitive at a time; XLA:CPU runs the result as 10-14 separate loops and
-reductions per BatchNorm (ResNet-20: ~270 of a train step's ~650 kernels on the 8 px digits). The
+the normalisation one primitive at a time, and XLA:CPU runs what it gives as many small loops and
+reductions (ResNet-20's train step on the 8 px digits: 624 kernels, 325 of them BatchNorm's). The
 gradient in closed form needs one reduction pass (`sum(dy)`, `sum(dy * x_hat)`) and one
-elementwise pass:
+elementwise pass (548 and 253 kernels; that step 1.04x faster, ResNet-20's at 32 px unchanged):
 
     dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat))
 

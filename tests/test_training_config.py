@@ -105,6 +105,12 @@ def test_a_section_given_to_set_merges_into_the_config(tmp_path):
     assert (replaced.name, replaced.boundaries, replaced.lr) == ("sgd", (0.3,), 0.2)
 
 
+def test_an_empty_mapping_given_to_set_clears_it(tmp_path):
+    path = write(tmp_path, "model: {name: resnet18, kwargs: {num_filters: 8}}")
+    cfg = config.load(path, ["model.kwargs={}"])
+    assert dict(cfg.model.kwargs) == {} and cfg.model.name == "resnet18"
+
+
 def test_missing_config_file(tmp_path):
     with pytest.raises(UserError, match="config file not found: .*nope.yaml"):
         config.load(tmp_path / "nope.yaml")

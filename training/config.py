@@ -313,8 +313,9 @@ def _apply_override(tree: dict, override: str) -> None:
 def merge(old: Any, new: Any) -> Any:
     """`new` over `old`, where mappings update the keys they name: so a mapping given to --set
     (`--set 'optim={lr: 0.05}'`) keeps the config's other optim keys, as a config file keeps the
-    defaults it does not name. Anything else replaces."""
-    if isinstance(old, dict) and isinstance(new, dict):
+    defaults it does not name. Anything else replaces, the empty mapping too: `--set
+    model.kwargs={}` clears the network's keyword arguments."""
+    if isinstance(old, dict) and isinstance(new, dict) and new:
         return {**old, **{k: merge(old.get(k), v) for k, v in new.items()}}
     return new
 

@@ -79,12 +79,22 @@ def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
     # A name with a tag (`inception_v3.tf_in1k`) says which weights an untagged config's are.
     if file_architecture is not None and not name.startswith(f"{file_architecture}."):
         theirs = ARCHITECTURES.get(file_architecture)
-        if theirs is None or theirs.network != ARCHITECTURES[name].network:
+        if theirs is None or not _one_network(theirs.network, ARCHITECTURES[name].network):
             raise WeightFileError(
                 f"the file's config.json is for {file_architecture!r}, not {name!r}"
             )
         name = file_architecture
     return name, ARCHITECTURES[name]
+
+
+def _one_network(a: str, b: str) -> bool:
+    """Whether two registry names build one network: the same name, or names bound to the same
+    constructor (torchvision's `swin_t` and timm's `swin_tiny_patch4_window7_224`, DeiT's and
+    ViT's), so a file of either loads under the other, with its own file's conventions."""
+    import nets_factory  # lazily: nets_factory imports this package
+
+    constructor = nets_factory.networks_map.get(a)
+    return a == b or (constructor is not None and constructor is nets_factory.networks_map.get(b))
 
 
 def names_for(network: str, keys: Collection[str]) -> list[str]:

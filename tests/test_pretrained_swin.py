@@ -60,6 +60,18 @@ def test_tables_are_the_files_and_index_buffers_are_skipped():
     )
 
 
+def test_a_timm_folder_loads_under_torchvision_name():
+    """`swin_t` is `swin_tiny_patch4_window7_224`'s network: a timm folder loads under either
+    name, with timm's layout and conventions (the file's config.json says whose it is)."""
+    network_fn, variables = nets_factory.load_pretrained(
+        "swin_t", FIXTURES / "parity" / "swin", **TIMM_SMALL
+    )
+    reference = expected("swin")
+    logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert network_fn.pretrained.crop_fraction == pytest.approx(0.9)  # timm's, not torchvision's
+
+
 def test_preprocessing_of_files_without_a_config():
     network_fn, _ = load("tv_swin")  # its config.json names the architecture only
     assert network_fn.pretrained.interpolation == "bicubic"

@@ -49,8 +49,8 @@ class BatchNorm(nn.BatchNorm):
         out_dtype = dtypes.canonicalize_dtype(*args, dtype=self.dtype)
         y, mean, var = normalize_batch(
             x.astype(stats_dtype),
-            _or(scale, jnp.ones, features, stats_dtype),
-            _or(bias, jnp.zeros, features, stats_dtype),
+            _value_or(scale, jnp.ones, features, stats_dtype),
+            _value_or(bias, jnp.zeros, features, stats_dtype),
             self.epsilon,
             jnp.dtype(out_dtype),
         )
@@ -71,7 +71,8 @@ class BatchNorm(nn.BatchNorm):
         )
 
 
-def _or(value, make, shape, dtype):
+def _value_or(value, make, shape, dtype):
+    """`value` in `dtype`, or `make(shape, dtype)` where the module has no such parameter."""
     return make(shape, dtype) if value is None else value.astype(dtype)
 
 

@@ -172,6 +172,40 @@ def same_layout(layout: Layout) -> Callable[[nn.Module], Layout]:
     return lambda module: layout
 
 
+def timm_and_torchvision(
+    network: str,
+    framework: Framework,
+    *,
+    timm_layout: Layout,
+    torchvision_layout: Layout,
+    torchvision_head: str,
+    timm_preprocessing: Mapping[str, Any],
+    torchvision_preprocessing: Mapping[str, Any],
+) -> Architecture:
+    """timm's files (classifier `head.fc`), with torchvision's of the same network as the
+    alternative, for families whose key names do not depend on the built module (ConvNeXt,
+    Swin): our classifier is `head` in both; the preprocessing is of files without a config."""
+    torchvision = Architecture(
+        network,
+        {},
+        same_layout(torchvision_layout),
+        head=("head",),
+        source_head=torchvision_head,
+        framework=framework,
+        preprocessing=torchvision_preprocessing,
+    )
+    return Architecture(
+        network,
+        {},
+        same_layout(timm_layout),
+        head=("head",),
+        source_head="head.fc",
+        alternatives=(torchvision,),
+        framework=framework,
+        preprocessing=timm_preprocessing,
+    )
+
+
 def module_index(name: str, kind: str) -> int:
     """The number in one of our numbered module names: `module_index('blocks_3', 'blocks')` is 3.
     Layouts use it to find a source's numbering; anything else is a bug, said as one line."""

@@ -30,7 +30,15 @@ inputs to `(x / 255 - mean) / std` with ImageNet's mean and std: our `Pretrained
 import dataclasses
 import math
 
-from pretrained.convert import KERAS, TORCH, Architecture, Layout, module_index, same_layout
+from pretrained.convert import (
+    KERAS,
+    TORCH,
+    Architecture,
+    Layout,
+    module_index,
+    same_layout,
+    timm_and_torchvision,
+)
 
 _BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
@@ -121,24 +129,17 @@ def _architecture(network: str, timm_crop: float, torchvision_resize: int) -> Ar
     # The preprocessing of files without a config.json: timm's `fb_in1k` pretrained_cfg
     # (bicubic, crop 0.95 for tiny/small, 0.875 for base/large); torchvision's weights resize to
     # `torchvision_resize` and crop 224, bilinear.
-    torchvision = Architecture(
+    return timm_and_torchvision(
         network,
-        {},
-        same_layout(torchvision_layout),
-        head=("head",),
-        source_head="classifier.2",
-        framework=FRAMEWORK,
-        preprocessing={"crop_fraction": 224 / torchvision_resize, "interpolation": "bilinear"},
-    )
-    return Architecture(
-        network,
-        {},
-        same_layout(timm_layout),
-        head=("head",),
-        source_head="head.fc",
-        alternatives=(torchvision,),
-        framework=FRAMEWORK,
-        preprocessing={"crop_fraction": timm_crop, "interpolation": "bicubic"},
+        FRAMEWORK,
+        timm_layout=timm_layout,
+        torchvision_layout=torchvision_layout,
+        torchvision_head="classifier.2",
+        timm_preprocessing={"crop_fraction": timm_crop, "interpolation": "bicubic"},
+        torchvision_preprocessing={
+            "crop_fraction": 224 / torchvision_resize,
+            "interpolation": "bilinear",
+        },
     )
 
 

@@ -20,7 +20,7 @@ are skipped as PyTorch's BatchNorm counter `num_batches_tracked` is. The tables 
 import dataclasses
 import re
 
-from pretrained.convert import TORCH, Architecture, Framework, module_index, same_layout
+from pretrained.convert import TORCH, Architecture, Framework, module_index, timm_and_torchvision
 
 _TABLE = "relative_position_bias_table"
 FRAMEWORK: Framework = dataclasses.replace(
@@ -58,24 +58,17 @@ def _architecture(network: str, torchvision_resize: int) -> Architecture:
     # The preprocessing of files without a config.json: timm's `ms_in1k` pretrained_cfg
     # (bicubic, crop 0.9); torchvision's weights resize to `torchvision_resize` and crop 224,
     # bicubic.
-    torchvision = Architecture(
+    return timm_and_torchvision(
         network,
-        {},
-        same_layout(torchvision_layout),
-        head=("head",),
-        source_head="head",
-        framework=FRAMEWORK,
-        preprocessing={"crop_fraction": 224 / torchvision_resize, "interpolation": "bicubic"},
-    )
-    return Architecture(
-        network,
-        {},
-        same_layout(timm_layout),
-        head=("head",),
-        source_head="head.fc",
-        alternatives=(torchvision,),
-        framework=FRAMEWORK,
-        preprocessing={"crop_fraction": 0.9, "interpolation": "bicubic"},
+        FRAMEWORK,
+        timm_layout=timm_layout,
+        torchvision_layout=torchvision_layout,
+        torchvision_head="head",
+        timm_preprocessing={"crop_fraction": 0.9, "interpolation": "bicubic"},
+        torchvision_preprocessing={
+            "crop_fraction": 224 / torchvision_resize,
+            "interpolation": "bicubic",
+        },
     )
 
 

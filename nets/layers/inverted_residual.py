@@ -113,16 +113,23 @@ class InvertedResidual(nn.Module):
         if not self.fused:
             width = x.shape[-1]
             x = layer(width, k, act=self.act, strides=s, groups=width, name="depthwise")(x)
-        if self.squeeze_excite:
-            se = {}
-            if self.se_ratio is not None:
-                squeeze = round(x.shape[-1] * (self.se_ratio / self.expansion))
-                se = {"squeeze_channels": max(squeeze, 1), "act": self.act, "gate": nn.sigmoid}
-            x = SqueezeExcite(self.conv, **se, name="squeeze_excite")(x)
+        if self.squeeze_excite and self.se_ratio is None:  # V3's
+            x = SqueezeExcite(self.conv, name="squeeze_excite")(x)
+        elif self.squeeze_excite:
+            x = ratio_squeeze_excite(self.conv, x, self.se_ratio, self.expansion, self.act)
         x = layer(self.filters, 1, name="project")(x)
         if self.residual and s == 1 and channels == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x
+
+
+def ratio_squeeze_excite(conv, x, se_ratio: float, expansion: float, act) -> jax.Array:
+    """EfficientNet's squeeze-excite of `x` (V1's and V2's blocks): to `round(width * (se_ratio /
+    expansion))` channels, a fraction of the block's input (timm's rule), with the block's
+    activation and a sigmoid gate. Call it inside a compact module."""
+    squeeze = max(round(x.shape[-1] * (se_ratio / expansion)), 1)
+    se = {"squeeze_channels": squeeze, "act": act, "gate": nn.sigmoid}
+    return SqueezeExcite(conv, **se, name="squeeze_excite")(x)
 
 
 def add_residual(branch: jax.Array, inputs: jax.Array, rate: float, deterministic: bool):
@@ -142,8 +149,8 @@ class FusedMBConv(nn.Module):
     The inner width is `make_divisible(input channels * expansion, 8)`. With `expansion=1` the
     block is one kxk convolution with BatchNorm and the activation, named `conv` (the reference
     implementation's Fused-MBConv without expansion; timm's `ConvBnAct`, its 'cn' block); it has
-    no squeeze-excite. `se_ratio` squeezes to `round(inner * se_ratio / expansion)` channels (a
-    fraction of the block's input, as `InvertedResidual`'s); `drop_path_rate` is stochastic depth
+    no squeeze-excite. `se_ratio` is `InvertedResidual`'s (`ratio_squeeze_excite`: a fraction of
+    the block's input); `drop_path_rate` is stochastic depth
     on the residual branch (`add_residual`); `residual=False` drops the shortcut (timm's
     `noskip`).
     """
@@ -178,9 +185,7 @@ class FusedMBConv(nn.Module):
             inner = make_divisible(channels * self.expansion, 8)
             x = layer(inner, k, act=self.act, strides=s, name="expand")(x)
             if self.se_ratio:
-                squeeze = max(round(inner * self.se_ratio / self.expansion), 1)
-                se = {"squeeze_channels": squeeze, "act": self.act, "gate": nn.sigmoid}
-                x = SqueezeExcite(self.conv, **se, name="squeeze_excite")(x)
+                x = ratio_squeeze_excite(self.conv, x, self.se_ratio, self.expansion, self.act)
             x = layer(self.filters, 1, name="project")(x)
         if self.residual and s == 1 and channels == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)

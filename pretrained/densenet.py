@@ -25,7 +25,7 @@ as -inf would) but for BatchNorm epsilon 1.001e-5 (`bn_epsilon`). Inputs as torc
 import re
 from collections.abc import Collection
 
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, same_layout
 
 _OLD_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\.([12])\.(\w+)$")
 
@@ -36,10 +36,9 @@ def rename(keys: Collection[str]) -> dict[str, str]:
     return {key: _OLD_KEY.sub(r"\1\2.\3", key) for key in keys}
 
 
-def layout(module) -> Layout:
-    """Our module paths -> the libraries' prefixes: `features.` before all but the classifier."""
-    del module
-    return lambda path: ".".join(path if path == ("classifier",) else ("features", *path))
+def layout(path: tuple[str, ...]) -> str:
+    """Our module path -> the libraries' prefix: `features.` before all but the classifier."""
+    return ".".join(path if path == ("classifier",) else ("features", *path))
 
 
 _KERAS_TOP = {
@@ -59,28 +58,23 @@ def keras_rename(keys: Collection[str]) -> dict[str, str]:
     return {key: _KERAS_SPELLINGS.sub(published, key) for key in keys}
 
 
-def keras_layout(module) -> Layout:
-    """Our module paths -> Keras's layer names."""
-    del module
-
-    def source(path: tuple[str, ...]) -> str:
-        if len(path) == 1:
-            return _KERAS_TOP[path[0]]
-        if path[0].startswith("transition"):  # ('transition1', 'norm') -> 'pool2_bn'
-            block = int(path[0].removeprefix("transition")) + 1
-            return f"pool{block}_{'bn' if path[1] == 'norm' else 'conv'}"
-        block = int(path[0].removeprefix("denseblock")) + 1
-        layer = int(path[1].removeprefix("denselayer"))
-        return f"conv{block}_block{layer}_{_KERAS_LAYER[path[2]]}"
-
-    return source
+def keras_layout(path: tuple[str, ...]) -> str:
+    """Our module path -> its Keras layer name."""
+    if len(path) == 1:
+        return _KERAS_TOP[path[0]]
+    if path[0].startswith("transition"):  # ('transition1', 'norm') -> 'pool2_bn'
+        block = int(path[0].removeprefix("transition")) + 1
+        return f"pool{block}_{'bn' if path[1] == 'norm' else 'conv'}"
+    block = int(path[0].removeprefix("denseblock")) + 1
+    layer = int(path[1].removeprefix("denselayer"))
+    return f"conv{block}_block{layer}_{_KERAS_LAYER[path[2]]}"
 
 
 def _keras(network: str) -> Architecture:
     return Architecture(
         network,
         {"bn_epsilon": 1.001e-5},
-        keras_layout,
+        same_layout(keras_layout),
         head=("classifier",),
         source_head="predictions",
         framework=KERAS,
@@ -95,7 +89,7 @@ def _architecture(network: str) -> Architecture:
     return Architecture(
         network,
         {"bn_epsilon": 1e-5},
-        layout,
+        same_layout(layout),
         head=("classifier",),
         source_head="classifier",
         rename=rename,

@@ -30,7 +30,7 @@ from itertools import groupby
 import flax.linen as nn
 
 from nets.layers import make_divisible
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, Layout, same_layout
 
 _DEPTHWISE_SEPARABLE = {
     "depthwise/conv": "conv_dw",
@@ -144,18 +144,13 @@ _KERAS_TOP = {
 }
 
 
-def keras_layout(module: nn.Module) -> Layout:
-    """Our module paths -> Keras's layer names, for a built V2 `nets.mobilenet.MobileNet`."""
-    del module
-
-    def source(path: tuple[str, ...]) -> str:
-        if not path[0].startswith("expanded_conv"):
-            return _KERAS_TOP["/".join(path)]
-        i = _block_index(path[0])
-        name = f"block_{i}_{path[1]}" if i else f"expanded_conv_{path[1]}"
-        return name if path[2] == "conv" else f"{name}_BN"
-
-    return source
+def keras_layout(path: tuple[str, ...]) -> str:
+    """Our module path -> its Keras layer name, for a built V2 `nets.mobilenet.MobileNet`."""
+    if not path[0].startswith("expanded_conv"):
+        return _KERAS_TOP["/".join(path)]
+    i = _block_index(path[0])
+    name = f"block_{i}_{path[1]}" if i else f"expanded_conv_{path[1]}"
+    return name if path[2] == "conv" else f"{name}_BN"
 
 
 def _timm(network: str, padding: str, bn_epsilon: float) -> Architecture:
@@ -210,7 +205,7 @@ def _keras(network: str) -> Architecture:
     return Architecture(
         network,
         {"padding": _TF[0], "bn_epsilon": _TF[1]},
-        keras_layout,
+        same_layout(keras_layout),
         head=("Logits",),
         source_head="predictions",
         preprocessing={"mean": (0.5,) * 3, "std": (0.5,) * 3},

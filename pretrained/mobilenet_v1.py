@@ -13,34 +13,27 @@ one pixel at the bottom/right only (`ZeroPadding2D(((0, 1), (0, 1)))`, then 'val
 Inputs are in [-1, 1] (Keras's `preprocess_input`, mode 'tf').
 """
 
-import flax.linen as nn
-
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, same_layout
 
 KERAS_PADDING = ((0, 1), (0, 1))
 _LAYERS = {"Conv2d_0/conv": "conv1", "Conv2d_0/bn": "conv1_bn", "Logits": "conv_preds"}
 
 
-def layout(module: nn.Module) -> Layout:
-    """Our module paths -> Keras's layer names (the same for every width)."""
-    del module
-
-    def source(path: tuple[str, ...]) -> str:
-        if "/".join(path) in _LAYERS:
-            return _LAYERS["/".join(path)]
-        scope, layer = path  # ('Conv2d_3_depthwise', 'bn')
-        _, i, kind = scope.split("_")
-        name = f"conv_{'dw' if kind == 'depthwise' else 'pw'}_{i}"
-        return name if layer == "conv" else f"{name}_bn"
-
-    return source
+def layout(path: tuple[str, ...]) -> str:
+    """Our module path -> its Keras layer name (the same for every width)."""
+    if "/".join(path) in _LAYERS:
+        return _LAYERS["/".join(path)]
+    scope, layer = path  # ('Conv2d_3_depthwise', 'bn')
+    _, i, kind = scope.split("_")
+    name = f"conv_{'dw' if kind == 'depthwise' else 'pw'}_{i}"
+    return name if layer == "conv" else f"{name}_bn"
 
 
 def _keras(network: str) -> Architecture:
     return Architecture(
         network,
         {"downsample_padding": KERAS_PADDING},
-        layout,
+        same_layout(layout),
         head=("Logits",),
         source_head="conv_preds",
         preprocessing={"mean": (0.5,) * 3, "std": (0.5,) * 3},

@@ -30,7 +30,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Collection
 
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, Layout, same_layout
 
 _TORCHVISION_BLOCK = {
     "conv1": "f.a",
@@ -42,28 +42,17 @@ _TORCHVISION_BLOCK = {
 _TORCHVISION_LEAF = {"conv": "0", "bn": "1", "fc1": "fc1", "fc2": "fc2"}
 
 
-def timm_layout(module) -> Layout:
-    """Our module paths -> timm's prefixes: the same names, dotted."""
-    del module
-    return ".".join
-
-
-def torchvision_layout(module) -> Layout:
-    """Our module paths -> torchvision's prefixes."""
-    del module
-
-    def source(path: tuple[str, ...]) -> str:
-        if path[0] == "stem":
-            return f"stem.{_TORCHVISION_LEAF[path[1]]}"
-        if path[0] == "head":
-            return "fc"
-        stage, block, layer, leaf = path[0][1:], int(path[1][1:]) - 1, *path[2:]
-        return (
-            f"trunk_output.block{stage}.block{stage}-{block}."
-            f"{_TORCHVISION_BLOCK[layer]}.{_TORCHVISION_LEAF[leaf]}"
-        )
-
-    return source
+def torchvision_layout(path: tuple[str, ...]) -> str:
+    """Our module path -> its torchvision prefix."""
+    if path[0] == "stem":
+        return f"stem.{_TORCHVISION_LEAF[path[1]]}"
+    if path[0] == "head":
+        return "fc"
+    stage, block, layer, leaf = path[0][1:], int(path[1][1:]) - 1, *path[2:]
+    return (
+        f"trunk_output.block{stage}.block{stage}-{block}."
+        f"{_TORCHVISION_BLOCK[layer]}.{_TORCHVISION_LEAF[leaf]}"
+    )
 
 
 # Our block's layers -> Keras's, after `{model}_Stage_{i}_YBlock_{j}_`.
@@ -145,9 +134,14 @@ _KERAS = {
 
 def _architecture(network: str, timm_first: bool) -> Architecture:
     timm = Architecture(
-        network, {"padding": "SYMMETRIC"}, timm_layout, head=("head", "fc"), source_head="head.fc"
+        network,
+        {"padding": "SYMMETRIC"},
+        same_layout(".".join),  # timm's prefixes: our names, dotted
+        head=("head", "fc"),
+        source_head="head.fc",
     )
-    torchvision = dataclasses.replace(timm, layout=torchvision_layout, source_head="fc")
+    tv_layout = same_layout(torchvision_layout)
+    torchvision = dataclasses.replace(timm, layout=tv_layout, source_head="fc")
     first, other = (timm, torchvision) if timm_first else (torchvision, timm)
     keras = tuple(arch for arch in _KERAS.values() if arch.network == network)
     return dataclasses.replace(first, alternatives=(other, *keras))

@@ -67,7 +67,7 @@ from collections.abc import Callable, Collection, Mapping
 import flax.linen as nn
 import numpy as np
 
-from pretrained.convert import KERAS, Architecture, Layout
+from pretrained.convert import KERAS, Architecture, Layout, same_layout
 from pretrained.files import WeightFileError
 from pretrained.mobilenet import _DEPTHWISE_SEPARABLE, _INVERTED_RESIDUAL, _SQUEEZE_EXCITE
 
@@ -251,19 +251,14 @@ def _keras_layout(blocks: Mapping[str, str]) -> Callable[[nn.Module], Layout]:
     """Our module paths -> Keras's layer names, a block's layers named by `blocks` (the same for
     every variant)."""
 
-    def layout(module: nn.Module) -> Layout:
-        del module
+    def source(path: tuple[str, ...]) -> str:
+        if not path[0].startswith("blocks_"):
+            return _KERAS_TOP["/".join(path)]
+        _, stage, block = path[0].split("_")
+        letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ... `block6y_`
+        return f"block{int(stage) + 1}{letter}_{blocks['/'.join(path[1:])]}"
 
-        def source(path: tuple[str, ...]) -> str:
-            if not path[0].startswith("blocks_"):
-                return _KERAS_TOP["/".join(path)]
-            _, stage, block = path[0].split("_")
-            letter = chr(ord("a") + int(block))  # Keras's `block2a_`, `block2b_`, ... `block6y_`
-            return f"block{int(stage) + 1}{letter}_{blocks['/'.join(path[1:])]}"
-
-        return source
-
-    return layout
+    return same_layout(source)
 
 
 keras_layout = _keras_layout(_KERAS_BLOCK)

@@ -10,8 +10,9 @@ elementwise pass (548 and 253 kernels; that step 1.04x faster, ResNet-20's at 32
 
 The forward computes exactly what flax's does (same operations, same order), so outputs and
 running statistics are bit-identical; gradients agree to rounding. Everything else (running
-averages in evaluation, `axis_name`, masks, other axes, `use_fast_variance=False`) is flax's own
-code: this class only replaces the training-mode path it is measured on.
+averages in evaluation, initialisation, `axis_name`, masks, other axes,
+`use_fast_variance=False`) is flax's own code: this class only replaces the training-mode path it
+is measured on.
 """
 
 from functools import partial
@@ -31,7 +32,9 @@ class BatchNorm(nn.BatchNorm):
         running = nn.merge_param(
             "use_running_average", self.use_running_average, use_running_average
         )
-        if running or not self._closed_form_applies(x, mask):
+        # Initialisation is never differentiated: flax's own path creates the same variables and
+        # traces faster (NASNet's eval_shape of `init`: ~12%).
+        if running or self.is_initializing() or not self._closed_form_applies(x, mask):
             return nn.BatchNorm.__call__(self, x, use_running_average, mask=mask)
 
         features = (x.shape[-1],)
@@ -54,9 +57,8 @@ class BatchNorm(nn.BatchNorm):
             self.epsilon,
             jnp.dtype(out_dtype),
         )
-        if not self.is_initializing():
-            ra_mean.value = self.momentum * ra_mean.value + (1 - self.momentum) * mean
-            ra_var.value = self.momentum * ra_var.value + (1 - self.momentum) * var
+        ra_mean.value = self.momentum * ra_mean.value + (1 - self.momentum) * mean
+        ra_var.value = self.momentum * ra_var.value + (1 - self.momentum) * var
         return y
 
     def _closed_form_applies(self, x, mask) -> bool:

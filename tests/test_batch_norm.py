@@ -38,8 +38,7 @@ def train_outputs(cls, variables, x, **fields):
     return y, stats, grads
 
 
-@pytest.mark.parametrize("use_scale", [True, False])
-@pytest.mark.parametrize("dtype", [None, jnp.bfloat16])
+@pytest.mark.parametrize(("use_scale", "dtype"), [(True, None), (False, jnp.bfloat16)])
 def test_training_matches_flax(use_scale, dtype):
     """Outputs and statistics bit for bit; gradients to rounding."""
     fields = dict(use_scale=use_scale, dtype=dtype, epsilon=1e-3)

@@ -22,7 +22,7 @@ def main(argv):
     if len(argv) < 2:
         raise app.UsageError("give one or more image files")
     import nets_factory
-    from pretrained import predict
+    from nets_weights import predict
 
     try:
         network_fn, variables = nets_factory.load_pretrained(_MODEL.value, _WEIGHTS.value)

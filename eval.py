@@ -16,7 +16,7 @@ from pathlib import Path
 
 from absl import app, flags
 
-from training import cli
+from nets_training import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
@@ -31,9 +31,9 @@ _SET = flags.DEFINE_multi_string("set", [], "With --config: key.path=value overr
 
 def main(argv):
     cli.start(argv)
-    from inference import evaluate
-    from training import config
-    from training.errors import UserError
+    from nets_inference import evaluate
+    from nets_training import config
+    from nets_training.errors import UserError
 
     try:
         cli.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)

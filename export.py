@@ -18,7 +18,7 @@ import sys
 
 from absl import app, flags
 
-from training import cli
+from nets_training import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (default: newest).")
@@ -34,8 +34,8 @@ flags.mark_flag_as_required("out")
 
 def main(argv):
     cli.start(argv)
-    from inference import export, sources
-    from training.errors import UserError
+    from nets_inference import export, sources
+    from nets_training.errors import UserError
 
     try:
         cli.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import nets_nnx
-import pretrained
+import nets_weights
 from nets import (
     alexnet,
     cifarnet,
@@ -218,7 +218,7 @@ class NetworkFn:
     is_training: bool
     weight_decay: float
     pretrained: Any = (
-        None  # `pretrained.Pretrained` from `load_pretrained`: what inputs they expect
+        None  # `nets_weights.Pretrained` from `load_pretrained`: what inputs they expect
     )
 
     @property
@@ -408,7 +408,7 @@ def check_shared_arguments(
 
 # The door's second entry, defined beside the weight converters: published weights into networks
 # of the registry (`load_pretrained('resnet50', path)`).
-load_pretrained = pretrained.load
+load_pretrained = nets_weights.load
 # And a network with its variables as a Flax NNX module (`to_nnx(network_fn, variables)`).
 to_nnx = nets_nnx.to_nnx
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 import nets_factory
 from nets import features
-from pretrained.architectures import ARCHITECTURES
+from nets_weights.architectures import ARCHITECTURES
 
 
 @dataclasses.dataclass(frozen=True)

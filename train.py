@@ -18,9 +18,9 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from training import cli, config, host_memory, xla_cpu_flags
-from training.errors import UserError
-from training.preemption import Interrupted
+from nets_training import cli, config, host_memory, xla_cpu_flags
+from nets_training.errors import UserError
+from nets_training.preemption import Interrupted
 
 _DEFAULT = Path(__file__).parent / "configs" / "default.yaml"
 _CONFIG = flags.DEFINE_string("config", None, "YAML experiment config; default: the digits job.")
@@ -38,13 +38,13 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this proc
 _MALLOC_REUSE = flags.DEFINE_bool(
     "malloc_reuse",
     True,
-    "glibc keeps freed memory for XLA:CPU's next step (training/host_memory.py: 1.25x on "
+    "glibc keeps freed memory for XLA:CPU's next step (nets_training/host_memory.py: 1.25x on "
     "ResNet-20's CPU step); --nomalloc_reuse keeps glibc's defaults.",
 )
 _EIGEN_CONVOLUTIONS = flags.DEFINE_bool(
     "eigen_convolutions",
     True,
-    "XLA:CPU's convolutions on Eigen rather than YNNPACK (training/xla_cpu_flags.py: 1.1x on "
+    "XLA:CPU's convolutions on Eigen rather than YNNPACK (nets_training/xla_cpu_flags.py: 1.1x on "
     "ResNet-20's CPU step); --noeigen_convolutions keeps XLA's default.",
 )
 
@@ -65,7 +65,7 @@ def main(argv):
             xla_cpu_flags.prefer_eigen_convolutions()  # before JAX starts its backend
         import jax
 
-        from training import loop, sharding
+        from nets_training import loop, sharding
 
         if _CACHE.value:
             jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))

@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from training import config, data, loop, sharding
+from nets_training import config, data, loop, sharding
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import optax
 
 import nets_factory
 from nets.layers import Conv
-from training import host_memory, xla_cpu_flags
+from nets_training import host_memory, xla_cpu_flags
 
 
 def make_step(apply, optimizer):
@@ -133,18 +133,18 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--malloc-defaults",
         action="store_true",
-        help="keep glibc's malloc defaults (train.py sets training.host_memory's)",
+        help="keep glibc's malloc defaults (train.py sets nets_training.host_memory's)",
     )
     parser.add_argument(
         "--ynn-convolutions",
         action="store_true",
-        help="keep XLA:CPU's YNNPACK convolutions (train.py sets training.xla_cpu_flags')",
+        help="keep XLA:CPU's YNNPACK convolutions (train.py sets nets_training.xla_cpu_flags')",
     )
 
 
 def set_runtime(args: argparse.Namespace) -> None:
-    """The CPU settings `train.py` makes, before JAX starts: `training.host_memory`'s malloc
-    unless `--malloc-defaults`, `training.xla_cpu_flags`' unless `--ynn-convolutions`."""
+    """The CPU settings `train.py` makes, before JAX starts: `nets_training.host_memory`'s malloc
+    unless `--malloc-defaults`, `nets_training.xla_cpu_flags`' unless `--ynn-convolutions`."""
     if not args.malloc_defaults:
         host_memory.reuse_freed_memory()
     if not args.ynn_convolutions:

@@ -115,7 +115,7 @@ class DenseNet(nn.Module):
     act: Callable = nn.relu
     conv: ModuleDef = Conv
     # PyTorch's BatchNorm epsilon, as torchvision's and timm's weights were trained; Keras's
-    # DenseNet has 1.001e-5 (`pretrained/densenet.py`).
+    # DenseNet has 1.001e-5 (`nets_weights/densenet.py`).
     bn_epsilon: float = TORCH.epsilon
 
     @property

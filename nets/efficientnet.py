@@ -25,7 +25,7 @@ All three are at multipliers 1.0; `default_image_size` is the paper's evaluation
 
 Where this differs from timm: nothing in the function. Parameters are named by scope
 (`stem`, `blocks_{stage}_{block}/{expand,depthwise,squeeze_excite,project}` or `/conv` for V2's
-unexpanded block, `head`, `classifier`; `pretrained/efficientnet.py` maps them to timm's
+unexpanded block, `head`, `classifier`; `nets_weights/efficientnet.py` maps them to timm's
 `conv_stem`, `blocks.S.B.conv_dw`, ...). timm's `efficientnet_b*`/`efficientnetv2_*` are its
 PyTorch definitions (symmetric padding, BatchNorm epsilon 1e-5, decay 0.9); its `tf_` names are
 the TF checkpoints ported, with TensorFlow's 'SAME' padding and epsilon 1e-3 (decay 0.99 for V1,
@@ -152,7 +152,7 @@ class EfficientNet(nn.Module):
     act: Callable = nn.silu
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    # Conventions of published weights (`pretrained/efficientnet.py`): timm's own were trained
+    # Conventions of published weights (`nets_weights/efficientnet.py`): timm's own were trained
     # with PyTorch's symmetric padding and BatchNorm epsilon 1e-5 (decay 0.9, PyTorch's momentum
     # 0.1); the TF checkpoints (timm's `tf_` ports) with 'SAME' padding, epsilon 1e-3, decay 0.99
     # (V1) or 0.9 (V2); torchvision's V2 with symmetric padding, epsilon 1e-3.

@@ -253,7 +253,7 @@ class SlimInception(nn.Module):
     dropout_rate: float = 0.2  # Slim's dropout_keep_prob=0.8, before the logits
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    # Conventions of weights trained outside Slim (pretrained/inception.py): torchvision's
+    # Conventions of weights trained outside Slim (nets_weights/inception.py): torchvision's
     # BatchNorm has a scale (`gamma`), PyTorch's average pools count the padding.
     batch_norm_scale: bool = False
     count_include_pad: bool = False

@@ -165,7 +165,7 @@ class MobileNet(nn.Module):
     dropout_rate: float = 0.2  # Slim's mobilenet training_scope: dropout_keep_prob=0.8
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    # Conventions of published weights (`pretrained/mobilenet.py`): Slim's and timm's `tf_` ports
+    # Conventions of published weights (`nets_weights/mobilenet.py`): Slim's and timm's `tf_` ports
     # pad kxk convolutions 'SAME' with BatchNorm epsilon 1e-3; timm's and torchvision's own
     # weights were trained with PyTorch's symmetric padding ('SYMMETRIC') and epsilon 1e-5.
     padding: str = "SAME"

@@ -16,7 +16,7 @@ conv, each with BatchNorm, ReLU but the last, added to the input (through a stri
 BatchNorm where the shape changes), then ReLU. The stem is a 3x3/2 conv of 32 filters; the head
 global average pooling and the classifier. As in torchvision and timm, every convolution pads
 symmetrically and BatchNorm has PyTorch's epsilon (`padding`: Keras's RegNets pad TensorFlow's
-'SAME', `pretrained/regnet.py`).
+'SAME', `nets_weights/regnet.py`).
 
 Submodules carry timm's names (`stem/conv`, `s1/b1/conv2/bn`, `s1/b1/se/fc1`,
 `s1/b1/downsample/conv`, `head/fc`). Differences from timm: none in the function; timm's
@@ -177,7 +177,7 @@ class RegNet(nn.Module):
     conv: ModuleDef = Conv
     # Of the stem and the 3x3 convolutions: PyTorch's symmetric padding, as torchvision's and
     # timm's weights were trained; Keras's RegNets pad TensorFlow's 'SAME' (one pixel at the
-    # bottom and right only where a stride-2 layer sees an even map: `pretrained/regnet.py`).
+    # bottom and right only where a stride-2 layer sees an even map: `nets_weights/regnet.py`).
     padding: str = "SYMMETRIC"
 
     @property

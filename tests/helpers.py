@@ -40,7 +40,7 @@ TINY_RUN = [TINY_NETWORK, "train.steps=3"]
 
 def train_tiny_run(workdir, *overrides: str):
     """Trains `TINY_RUN` (then `overrides`) into `workdir`, in this process; its `Summary`."""
-    from training import config, loop
+    from nets_training import config, loop
 
     default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)

@@ -1,4 +1,4 @@
-"""classify.py and `pretrained.predict`: the weights' own preprocessing, top-k class names."""
+"""classify.py and `nets_weights.predict`: the weights' own preprocessing, top-k class names."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from matplotlib import cbook
 from PIL import Image
 
 import nets_factory
-from pretrained import architectures, predict
+from nets_weights import architectures, predict
 
 ROOT = Path(__file__).parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "parity" / "resnet_bottleneck"

@@ -3,7 +3,7 @@
 import dataclasses
 from pathlib import Path
 
-from training import config, config_reference
+from nets_training import config, config_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_config_reference_is_current():
     expected = config_reference.render()
     assert (ROOT / "docs" / "config.md").read_text() == expected, (
-        "docs/config.md is stale: run `python -m training.config_reference > docs/config.md`"
+        "docs/config.md is stale: run `python -m nets_training.config_reference > docs/config.md`"
     )
 
 

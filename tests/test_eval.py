@@ -98,7 +98,7 @@ def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):
     from PIL import Image
 
     import nets_factory
-    from pretrained import predict
+    from nets_weights import predict
 
     # Ten classes (the fixture's), images of other sizes than the weights' 224 px.
     rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nets_factory
-from inference import sources
+from nets_inference import sources
 from tests.helpers import train_tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ SERVE = """
 import importlib.abc, sys
 class Refuse(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"nets", "nets_factory", "pretrained", "training", "inference"}:
+        if name.split(".")[0] in {"nets", "nets_factory", "nets_weights", "nets_training", "nets_inference", "nets_cli"}:
             raise ImportError(f"the artifact needed {name}")
 sys.meta_path.insert(0, Refuse())
 import jax, numpy as np

@@ -1,4 +1,4 @@
-"""training.host_memory: XLA:CPU's per-run temporaries come back without page faults."""
+"""nets_training.host_memory: XLA:CPU's per-run temporaries come back without page faults."""
 
 import os
 import subprocess
@@ -11,7 +11,7 @@ ROOT = Path(__file__).parent.parent
 # threshold; prints the fewest page faults of its runs after the first.
 SCRIPT = """
 import resource, sys
-from training import host_memory
+from nets_training import host_memory
 if sys.argv[1] == "reuse":
     assert host_memory.reuse_freed_memory()
 import jax, jax.numpy as jnp

@@ -429,7 +429,7 @@ def test_bn_momentum_reaches_every_batch_norm(name):
 
 
 def test_a_run_too_short_for_the_batch_norm_decay_says_what_to_set(caplog):
-    from training import loop
+    from nets_training import loop
 
     fn = nets_factory.get_network_fn("mobilenet_v1_025", 10, is_training=True)
     loop.check_batch_norm_decay(fn, 450)

@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file
 
 import nets_factory
 from nets.resnet import BottleneckResNetBlock
-from pretrained import WeightFileError, architectures, convert
+from nets_weights import WeightFileError, architectures, convert
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

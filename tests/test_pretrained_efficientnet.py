@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from pretrained import WeightFileError, architectures, convert
+from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 

@@ -11,8 +11,8 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from pretrained import WeightFileError
-from pretrained.mobilenet_v1 import KERAS_PADDING
+from nets_weights import WeightFileError
+from nets_weights.mobilenet_v1 import KERAS_PADDING
 
 PARITY = Path(__file__).with_name("fixtures") / "parity"
 # Each fixture (alpha 0.25, 10 classes) under a registry name and a Keras name: at 64 px every

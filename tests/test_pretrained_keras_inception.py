@@ -11,9 +11,9 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-import pretrained
-from pretrained import architectures
-from pretrained.keras_inception import renumber
+import nets_weights
+from nets_weights import architectures
+from nets_weights.keras_inception import renumber
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
 h5py = pytest.importorskip("h5py")
@@ -174,7 +174,7 @@ def test_dense_predictions_fill_our_1x1_logits_convolution():
 def test_timm_and_torchvision_conventions_raise_and_compute_another_function():
     case = "keras_inception_v3"
     # The registry name reads the file's keys: Keras's conventions, not timm's.
-    assert pretrained.conventions("inception_v3", fixture(case), {}) == SLIM
+    assert nets_weights.conventions("inception_v3", fixture(case), {}) == SLIM
     for change in ({"batch_norm_scale": True}, {"count_include_pad": True}):
         key, value = next(iter(change.items()))
         with pytest.raises(ValueError, match=rf"trained with {key}=False; {key}={value}"):

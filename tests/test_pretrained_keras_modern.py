@@ -12,8 +12,8 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from pretrained import WeightFileError
-from pretrained.architectures import ARCHITECTURES, IMAGENET_MEAN, IMAGENET_STD
+from nets_weights import WeightFileError
+from nets_weights.architectures import ARCHITECTURES, IMAGENET_MEAN, IMAGENET_STD
 from tests.test_pretrained import FIXTURES, relative_error
 
 h5py = pytest.importorskip("h5py")

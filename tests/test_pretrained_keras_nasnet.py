@@ -9,8 +9,8 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-import pretrained
-from pretrained import WeightFileError, architectures, convert
+import nets_weights
+from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
 h5py = pytest.importorskip("h5py")
@@ -96,7 +96,7 @@ def test_nasnet_large_takes_timms_files_and_kerass():
     assert keras_large is architectures.ARCHITECTURES["keras_nasnet_large"]
     assert keras_large.framework is convert.KERAS
     # Fine-tuning (`train.py`) builds the network from the conventions of the file's layout.
-    fields = pretrained.conventions("nasnet_large", path("keras_nasnet_large"), {})
+    fields = nets_weights.conventions("nasnet_large", path("keras_nasnet_large"), {})
     assert fields["strided_pool_padding"] == "ZEROS"
 
 

@@ -8,7 +8,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from nets.mobilenet import BlockDef, minimalistic
-from pretrained import WeightFileError, architectures
+from nets_weights import WeightFileError, architectures
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 # Each fixture's small timm network (see its arch_def in tools/fixtures_mobilenet.py), as

@@ -9,8 +9,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
-import pretrained
-from pretrained import WeightFileError, architectures, convert
+import nets_weights
+from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 WIDTHS = (8, 16, 16, 24, 24)
@@ -57,7 +57,7 @@ def test_maps_larger_than_7x7_follow_the_files_library(case, larger_maps, other)
     # timm slides fc6 over a 10x10 map and averages; torchvision pools a 9x9 map to 7x7 first.
     path = FIXTURES / "parity" / case
     name, kwargs = PARITY[case]
-    assert pretrained.conventions(name, path, {}).get("larger_maps", "pool") == larger_maps
+    assert nets_weights.conventions(name, path, {}).get("larger_maps", "pool") == larger_maps
     network_fn, variables = load(case)
     assert network_fn.module.larger_maps == larger_maps
     wrong_fn = nets_factory.get_network_fn(name, 10, larger_maps=other, **kwargs)

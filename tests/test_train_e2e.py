@@ -26,7 +26,7 @@ import yaml
 
 import nets_factory
 from tests.helpers import TINY_NETWORK
-from training.workdir import LOCK_FILE
+from nets_training.workdir import LOCK_FILE
 
 ROOT = Path(__file__).parent.parent
 STEPS = 12
@@ -319,8 +319,8 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
         ),
         (
             [],
-            ["--config=training/datasets/digits.csv.gz"],  # gzip: binary
-            "training/datasets/digits.csv.gz: not a text file (byte 0x8b at offset 1",
+            ["--config=nets_training/datasets/digits.csv.gz"],  # gzip: binary
+            "nets_training/datasets/digits.csv.gz: not a text file (byte 0x8b at offset 1",
         ),
         # after the checkpoints folder is made: the failed start removes it
         (

@@ -12,7 +12,7 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from training import checkpoint, steps
+from nets_training import checkpoint, steps
 
 
 @flax.struct.dataclass

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 import nets_factory
-from training import config
-from training.errors import UserError
+from nets_training import config
+from nets_training.errors import UserError
 
 CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
 

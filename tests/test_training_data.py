@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from training import data, sources
-from training.config import DataConfig
-from training.errors import UserError
+from nets_training import data, sources
+from nets_training.config import DataConfig
+from nets_training.errors import UserError
 
 
 def first_batches(it, n):
@@ -137,7 +137,7 @@ def test_skip_unreadable_logs_each_bad_file_keeps_batches_full_and_eval_leaves_i
 
 
 def test_check_images_lists_every_unreadable_file_at_once(image_folder, capsys):
-    from training import check_images
+    from nets_training import check_images
 
     (image_folder / "train" / "dog" / "1.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     (image_folder / "val" / "emu" / "0.png").write_bytes(b"")

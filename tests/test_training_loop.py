@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 import nets_factory
-from training import config, loop, sources
-from training.config import Config, DataConfig, ModelConfig, TrainConfig
+from nets_training import config, loop, sources
+from nets_training.config import Config, DataConfig, ModelConfig, TrainConfig
 
 EVERY = dict(log_every=2, eval_every=6, checkpoint_every=3)  # a run of 12 steps
 

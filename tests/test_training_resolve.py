@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 import nets_factory
-from training import config, image_sizes, loop
-from training.errors import UserError
+from nets_training import config, image_sizes, loop
+from nets_training.errors import UserError
 
 DEFAULT = Path(__file__).parent.parent / "configs" / "default.yaml"
 

@@ -7,10 +7,10 @@ import optax
 import pytest
 
 import nets_factory
-from training import loop, optim, steps
-from training.config import ModelConfig, OptimConfig
-from training.errors import UserError
-from training.metrics import Window
+from nets_training import loop, optim, steps
+from nets_training.config import ModelConfig, OptimConfig
+from nets_training.errors import UserError
+from nets_training.metrics import Window
 
 LOGITS = jnp.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
 LABELS = jnp.array([0, 1])

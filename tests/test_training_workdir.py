@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from training import workdir
-from training.errors import UserError
-from training.workdir import LOCK_FILE, hold_workdir
+from nets_training import workdir
+from nets_training.errors import UserError
+from nets_training.workdir import LOCK_FILE, hold_workdir
 
 ROOT = Path(__file__).parent.parent
 HOLD_FOREVER = """
 import sys, time
 from pathlib import Path
-from training.workdir import hold_workdir
+from nets_training.workdir import hold_workdir
 with hold_workdir(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(600)

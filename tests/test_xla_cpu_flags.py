@@ -1,4 +1,4 @@
-"""training.xla_cpu_flags: XLA:CPU's convolutions off YNNPACK, never over the user's XLA_FLAGS."""
+"""nets_training.xla_cpu_flags: XLA:CPU's convolutions off YNNPACK, never over the user's XLA_FLAGS."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training import xla_cpu_flags
+from nets_training import xla_cpu_flags
 
 ROOT = Path(__file__).parent.parent
 SETTING = xla_cpu_flags.SETTING
@@ -40,7 +40,7 @@ def test_unmeasured_jaxlib_gets_no_flag(monkeypatch):
 
 
 SCRIPT = """
-from training import xla_cpu_flags
+from nets_training import xla_cpu_flags
 assert xla_cpu_flags.prefer_eigen_convolutions()
 import jax, jax.numpy as jnp
 conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(

@@ -49,7 +49,7 @@ CASES = {
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert.
-# The full-size architectures of pretrained/resnet.py's table (which torch's environment cannot
+# The full-size architectures of nets_weights/resnet.py's table (which torch's environment cannot
 # import: it needs JAX).
 FULL_SIZE = "resnet18 resnet34 resnet50 resnet101 resnet152 wide_resnet50_2".split()  # noqa: SIM905
 FULL_SIZE += ["wide_resnet101_2", "resnext50_32x4d", "resnext101_32x8d"]

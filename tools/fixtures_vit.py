@@ -43,7 +43,7 @@ CASES = {
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert: the
-# architectures of pretrained/vit.py's table (which torch's environment cannot import: it needs
+# architectures of nets_weights/vit.py's table (which torch's environment cannot import: it needs
 # JAX).
 FULL_SIZE = [f"vit_{size}_patch16_224" for size in ("tiny", "small", "base", "large")] + [
     "vit_base_patch32_224"

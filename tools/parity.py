@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
 
 def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size: int = 56) -> None:
-    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from training on
+    """Norm scales ~U(0.5, 1.5), biases ~N(0, 0.1), then BatchNorm statistics from nets_training on
     `calibration_size` pixel images; finally every value rounded to float16, in which the fixture
     stores them (half the bytes; the logits are computed from the rounded values, in float32).
 

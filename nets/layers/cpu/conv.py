@@ -28,7 +28,7 @@ writes the rest as matrix products, which XLA:CPU runs well:
   side (as above); `shifted` holds `dy` shifted down by each kernel row. Block `(dj, di)` of the
   `[kw * in, kh * out]` product is kernel tap `(di, dj)`. It runs over chunks of images (a
   `lax.scan`) that stay in cache: XLA:CPU `mmap`s an executable's temporaries afresh at every
-  run unless glibc is told otherwise (`training.host_memory`), and every page they touch then
+  run unless glibc is told otherwise (`nets_training.host_memory`), and every page they touch then
   costs a page fault.
 - grouped convolutions (ResNeXt): the same im2col + col2im, with the groups as the batch dimension
   of the matrix products. XLA:CPU's own grouped convolution ran 37-100x slower.

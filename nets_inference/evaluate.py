@@ -1,0 +1,163 @@
+"""Evaluating a training run's checkpoints on its config's eval split from another process, as
+the run itself evaluates (the same data pipeline and eval step, on every device): Slim's
+`eval_image_classifier.py`, and its continuous evaluation (`watch`).
+
+Each evaluation appends one JSON object to `<workdir>/eval.jsonl` (`step`, `eval/loss`,
+`eval/top1`, `eval/top5`, `eval/images`, `eval/seconds`, `ema`), beside the run's own
+`metrics.jsonl`, which only the training process writes.
+"""
+
+import dataclasses
+import functools
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+
+from nets_inference import sources
+from nets_weights import predict
+from nets_training import checkpoint, config, data, loop, sharding, steps
+from nets_training import sources as training_sources
+from nets_training.config import FinetuneConfig
+from nets_training.errors import UserError
+
+RECORDS = "eval.jsonl"
+
+
+class Weights(NamedTuple):
+    """The part of a train state that the eval step reads."""
+
+    params: Any
+    batch_stats: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluator:
+    """A run's eval split and eval step, built once for any of its checkpoints."""
+
+    workdir: Path
+    config: config.Config  # the run's resolved config
+    images: int  # in the eval split
+    last_step: int  # the run's final step
+    mesh: jax.sharding.Mesh
+    eval_step: Callable
+    batches: Callable[[], Iterator[dict]]
+
+    def checkpoint_steps(self) -> list[int]:
+        """The steps of the run's checkpoints, oldest first."""
+        found = (self.workdir / "checkpoints").glob("*")
+        return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
+
+    def evaluate(self, step: int, ema: bool = True) -> dict[str, Any]:
+        """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
+        of the weights when the run kept one and `ema` is set, as the run's evaluation did)."""
+        started = time.perf_counter()
+        folder = sources.checkpoint_folder(self.workdir, step)
+        variables = checkpoint.load_variables(folder, use_ema=ema)
+        metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh)
+        return {
+            "step": step,
+            **metrics,
+            "eval/images": self.images,
+            "eval/seconds": round(time.perf_counter() - started, 3),
+            "ema": ema and self.config.optim.ema_decay > 0,
+        }
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Appends `record` to `eval.jsonl` (process 0 writes)."""
+        if jax.process_index() == 0:
+            with open(self.workdir / RECORDS, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def build(workdir: str | Path) -> Evaluator:
+    """The evaluator of the run in `workdir`, from the config it resolved (`config.yaml`)."""
+    workdir = Path(workdir).expanduser()
+    # The checkpoints hold the weights, and config.yaml the conventions of any weights the run
+    # was fine-tuned from: the file it started from is not needed (nor read) again.
+    cfg = dataclasses.replace(sources.run_config(workdir), finetune=FinetuneConfig())
+    cfg, dataset, networks = loop.resolve(cfg)
+    d, t = cfg.data, cfg.train
+    mesh = sharding.make_mesh()
+    prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
+    eval_step = steps.make_eval_step(networks.eval, prepare, use_ema=False)
+    local_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
+    where = (jax.process_index(), jax.process_count())
+    return Evaluator(
+        workdir=workdir,
+        config=cfg,
+        images=len(dataset.eval),
+        last_step=t.steps or math.ceil(t.epochs * len(dataset.train) / d.batch_size),
+        mesh=mesh,
+        eval_step=jax.jit(eval_step, out_shardings=sharding.replicated(mesh)),
+        batches=functools.partial(data.eval_batches, dataset, d, d.image_size, local_batch, *where),
+    )
+
+
+def watch(
+    evaluator: Evaluator, ema: bool = True, poll_seconds: float = 30.0
+) -> Iterator[dict[str, Any]]:
+    """Evaluates the newest checkpoint each time one appears, until the run's last step is
+    evaluated. Checkpoints that appeared and were replaced while it evaluated are skipped, as
+    Slim's continuous evaluation skips them; one deleted before it could be read (the run keeps
+    only the last few) is skipped too."""
+    done = -1
+    while done < evaluator.last_step:
+        newer = [s for s in evaluator.checkpoint_steps() if s > done]
+        if not newer:
+            time.sleep(poll_seconds)
+            continue
+        try:
+            yield evaluator.evaluate(newer[-1], ema)
+        except (FileNotFoundError, UserError):
+            if newer[-1] in evaluator.checkpoint_steps():
+                raise
+        done = newer[-1]
+
+
+def _evaluate(eval_step: Callable, variables: dict, batches: Iterator[dict], mesh) -> dict:
+    """`loop.evaluate` of `variables` (`params`, `batch_stats`), replicated on `mesh`."""
+    weights = Weights(variables["params"], variables.get("batch_stats", {}))
+    weights = jax.device_put(weights, sharding.replicated(mesh))
+    return loop.evaluate(eval_step, weights, batches, mesh)
+
+
+def evaluate_weights(model: str, weights: str | Path, cfg: config.Config) -> dict[str, Any]:
+    """Published weights on the eval split of `cfg.data`, with the weights' own preprocessing
+    (their resize, centre crop, interpolation, mean and std, as `classify.py` uses). The
+    dataset's labels must be the weights' classes in the same order (an image folder of
+    ImageNet's validation set, one folder per WordNet id, sorted, is timm's order)."""
+    started = time.perf_counter()
+    network = sources.from_weights(model, weights)
+    d = cfg.data
+    dataset = training_sources.load(d)
+    classes = network.network_fn.module.num_classes
+    if classes != dataset.num_classes:
+        raise UserError(
+            f"--weights {weights}: {classes} classes, but {d.name}'s eval split has "
+            f"{dataset.num_classes}; give data whose labels are the weights' classes"
+        )
+    inputs, mesh = network.inputs, sharding.make_mesh()
+    prepare = functools.partial(
+        steps.preprocess, image_size=inputs.image_size, mean=inputs.mean, std=inputs.std
+    )
+    eval_step = jax.jit(
+        steps.make_eval_step(network.network_fn, prepare, use_ema=False),
+        out_shardings=sharding.replicated(mesh),
+    )
+    batch = d.eval_batch_size or d.batch_size
+    local_batch = sharding.local_batch_size(batch, "data.eval_batch_size")
+    crop = functools.partial(predict.crop, info=network.network_fn.pretrained)
+    where = (jax.process_index(), jax.process_count())
+    batches = data.eval_batches(dataset, d, inputs.image_size, local_batch, *where, crop=crop)
+    metrics = _evaluate(eval_step, network.variables, batches, mesh)
+    return {
+        "weights": str(weights),
+        **metrics,
+        "eval/images": len(dataset.eval),
+        "eval/seconds": round(time.perf_counter() - started, 3),
+    }

@@ -1,0 +1,74 @@
+"""A network ready for inference, from either place weights come from: a training workdir (its
+resolved `config.yaml` and a checkpoint) or a published weight file (`load_pretrained`).
+
+Both give the evaluation-mode `NetworkFn`, its variables, and the input conventions the weights
+were trained or evaluated with (image size, channels, per-channel mean and std in [0, 1] units).
+"""
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import nets_factory
+from nets_training import checkpoint, config, loop
+from nets_training.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What the network's weights expect: square images of `image_size` pixels with `channels`
+    channels, scaled to [0, 1], then `(x - mean) / std` per channel."""
+
+    image_size: int
+    channels: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    class_names: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    network_fn: nets_factory.NetworkFn  # evaluation mode
+    variables: dict[str, Any]
+    inputs: Inputs
+    source: str  # where it came from, for messages and metadata
+
+
+def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True) -> Network:
+    """The network a training run wrote: `workdir/config.yaml` says which network and inputs,
+    the checkpoint at `step` (default: the newest) holds its variables (the EMA's when the run
+    kept one and `ema` is set, as the run's own evaluation used)."""
+    workdir = Path(workdir).expanduser()
+    cfg = run_config(workdir)
+    where = workdir if step is None else checkpoint_folder(workdir, step)
+    variables = checkpoint.load_variables(where, use_ema=ema)
+    model, data = cfg.model, cfg.data
+    network_fn = loop.network_fns(model, model.num_classes).eval
+    if data.image_size is None or data.mean is None or data.std is None:
+        raise UserError(f"{workdir}/config.yaml: data.image_size, mean and std must be resolved")
+    inputs = Inputs(data.image_size, len(data.mean), tuple(data.mean), tuple(data.std))
+    return Network(network_fn, variables, inputs, f"{where} ({model.name})")
+
+
+def checkpoint_folder(workdir: Path, step: int) -> Path:
+    """The folder of the run's checkpoint `step`; a one-line error when it has none."""
+    folder = workdir / "checkpoints" / str(step)
+    if not (folder / "state").is_dir():
+        raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
+    return folder
+
+
+def run_config(workdir: Path) -> config.Config:
+    """The config a training run resolved and wrote to `workdir/config.yaml`."""
+    resolved = workdir / "config.yaml"
+    if not resolved.is_file():
+        raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
+    return config.load(resolved)
+
+
+def from_weights(model: str, weights: str | Path) -> Network:
+    """Published weights (`load_pretrained`) with their own preprocessing's size, mean, std."""
+    network_fn, variables = nets_factory.load_pretrained(model, weights)
+    info = network_fn.pretrained
+    inputs = Inputs(info.image_size, len(info.mean), info.mean, info.std, info.class_names)
+    return Network(network_fn, variables, inputs, f"{weights} ({model})")

@@ -1,0 +1,329 @@
+"""Checkpoints with orbax-checkpoint, and fine-tuning from another run's weights.
+
+`<workdir>/checkpoints/<step>/state` holds the whole `TrainState` (params, BatchNorm statistics,
+optimizer state, EMA, RNG, step), `<step>/data` the input pipeline's position (grain's
+iterator state, one file per process) and `<step>/log_window` the metrics of the train steps that
+no record has averaged yet (JSON), so that a resumed run writes the records an uninterrupted one
+would. Orbax writes each step into a temporary folder and renames it when complete, so a run
+killed at any moment leaves only whole checkpoints behind (and the next run removes the temporary
+folder: the workdir's lock makes it the only writer).
+
+A checkpoint that does not read back (a truncated file, a missing item) is moved to
+`<workdir>/damaged_checkpoints/` and the run resumes from the newest one that does; a checkpoint
+of another configuration (other shapes) stops the run, naming the variable that differs.
+"""
+
+import dataclasses
+import itertools
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import flax
+import grain
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from nets_training.errors import UserError
+from nets_training.steps import TrainState
+
+# Entries that older versions kept in the saved state and this one does not: restored, then
+# dropped. `window` summed the loss and top-1 of the logging window, now kept on the host.
+LEGACY_STATE_ENTRIES = ("window",)
+DAMAGED_DIR = "damaged_checkpoints"  # beside `checkpoints/`: where unreadable steps are moved
+
+
+class IncompatibleCheckpoint(UserError):
+    """The checkpoint holds a state of other shapes or other variables than the config builds."""
+
+
+class Restored(NamedTuple):
+    step: int
+    state: TrainState
+    log_window: list[dict[str, float]]  # the train metrics that no record has averaged yet
+    skipped: list[str]  # one line per newer checkpoint that did not read back, and where it went
+
+
+class Checkpointer:
+    """Saves and restores a run's position under `directory/<step>/`: the `TrainState`, the data
+    iterator's position and the train metrics not logged yet."""
+
+    def __init__(self, directory: Path, keep: int):
+        self._manager = ocp.CheckpointManager(
+            directory.absolute(),
+            # The workdir's lock makes this run the only writer: a temporary folder is a leftover.
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, cleanup_tmp_directories=True
+            ),
+            # Named up front so that `item_metadata` can read a checkpoint before restoring it.
+            item_handlers={
+                "state": ocp.StandardCheckpointHandler(),
+                "data": grain.checkpoint.CheckpointHandler(),
+                "log_window": ocp.JsonCheckpointHandler(),
+            },
+        )
+        self.directory = directory
+        self._writing: int | None = None  # the step whose write may still be in flight
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def last_complete_step(self) -> int | None:
+        """The newest step on disk, from the folder itself (the manager's list may hold a step
+        whose write failed)."""
+        steps = [int(p.name) for p in self.directory.glob("*") if p.name.isdigit()]
+        return max(steps, default=None)
+
+    def save(
+        self,
+        step: int,
+        state: TrainState,
+        data_iterator: grain.DatasetIterator,
+        log_window: Sequence[Mapping[str, float]],
+    ) -> None:
+        """Starts writing; returns once the arrays are off the devices (they may be donated).
+
+        Raises:
+          UserError: this write or the previous one failed (a full or read-only disk); the
+            message says where, and which complete checkpoint is left.
+        """
+        self._finish_writing()
+        if jax.process_count() == 1:
+            # Host copies: orbax then writes them as they are, instead of compiling a slicing
+            # program per array shape (seconds, on CPU). Several processes hand over their shards.
+            state = jax.device_get(state)
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(state),
+            data=grain.checkpoint.CheckpointSave(data_iterator),
+            log_window=ocp.args.JsonSave(list(log_window)),
+        )
+        self._writing = step
+        try:
+            self._manager.save(step, args=args, force=True)
+        except Exception as e:  # orbax and tensorstore raise all kinds, the OS's error inside
+            raise self._write_error(e) from None
+
+    def _finish_writing(self) -> None:
+        """Waits for the write in flight; its failure becomes a `UserError`."""
+        try:
+            self._manager.wait_until_finished()
+        except Exception as e:
+            raise self._write_error(e) from None
+        self._writing = None
+
+    def _write_error(self, error: Exception) -> UserError:
+        step, self._writing = self._writing, None
+        last = self.last_complete_step()
+        kept = f"the last complete checkpoint is step {last}" if last else "no checkpoint is saved"
+        return UserError(
+            f"could not write checkpoint {step} in {self.directory}: {os_reason(error)}; {kept}"
+        )
+
+    def restore_latest(
+        self, like: TrainState, data_iterator: grain.DatasetIterator
+    ) -> Restored | None:
+        """The newest checkpoint that reads back (see `restore`); None when there is none.
+
+        Newer ones that do not read back are moved to `DAMAGED_DIR` (kept for the user to look
+        at, and out of the way of this run's saves of the same steps).
+
+        Raises:
+          IncompatibleCheckpoint: a checkpoint that reads back has other variables or shapes
+            than `like` (another network, class count or optimizer); nothing is moved then.
+          UserError: there are checkpoints and none of them reads back.
+        """
+        failures = []
+        for step in sorted(self._manager.all_steps(), reverse=True):
+            try:
+                saved = self._manager.item_metadata(step)
+                if saved.get("state") is None:
+                    raise FileNotFoundError("the state's metadata is missing")
+                check_fits(saved["state"], like, self.directory / str(step))
+                state, window = self.restore(step, like, data_iterator, saved)
+            except IncompatibleCheckpoint:
+                raise
+            except Exception as e:  # whatever a damaged file makes orbax or tensorstore raise
+                failures.append((step, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
+                continue
+            return Restored(step, state, window, self._set_aside(failures, step))
+        if failures:
+            listed = "; ".join(f"step {s}: {reason}" for s, reason in failures)
+            raise UserError(
+                f"no checkpoint in {self.directory} reads back ({listed}); move them elsewhere "
+                "to start this workdir afresh, or use another workdir"
+            )
+        return None
+
+    def _set_aside(self, failures: list[tuple[int, str]], resumed: int) -> list[str]:
+        """Moves the unreadable steps to `DAMAGED_DIR`; a line for each."""
+        lines = []
+        for step, reason in failures:
+            where = self.directory.parent / DAMAGED_DIR / str(step)
+            for copy in itertools.count(2):  # the same step may have been set aside before
+                if not where.exists():
+                    break
+                where = where.with_name(f"{step}-{copy}")
+            if jax.process_index() == 0:
+                where.parent.mkdir(exist_ok=True)
+                (self.directory / str(step)).rename(where)
+            lines.append(
+                f"checkpoint {step} does not read back ({reason}); moved it to {where} and "
+                f"resumed from step {resumed}"
+            )
+        if lines:
+            self._manager.reload()
+        return lines
+
+    def restore(
+        self,
+        step: int,
+        like: TrainState,
+        data_iterator: grain.DatasetIterator,
+        saved: Mapping[str, Any] | None = None,
+    ) -> tuple[TrainState, list[dict[str, float]]]:
+        """The state saved at `step`, placed like `like`, and the metrics of its steps that no
+        record has averaged yet; moves `data_iterator` to its position.
+
+        Checkpoints of older versions restore too: their `LEGACY_STATE_ENTRIES` are dropped, and
+        having no `log_window`, the first record after resuming averages only the new steps.
+        `saved` is the step's item metadata, when already read.
+        """
+        saved = saved or self._manager.item_metadata(step)
+        items = {
+            "state": ocp.args.StandardRestore(_state_target(like, saved["state"])),
+            "data": grain.checkpoint.CheckpointRestore(data_iterator),
+        }
+        if "log_window" in saved:
+            items["log_window"] = ocp.args.JsonRestore()
+        restored = self._manager.restore(step, args=ocp.args.Composite(**items))
+        fields = {f.name: restored.state[f.name] for f in dataclasses.fields(TrainState)}
+        return TrainState(**fields), restored.get("log_window", [])
+
+    def close(self) -> None:
+        """Waits for the last write to finish (see `save` for its errors; one already raised is
+        not raised again)."""
+        try:
+            if self._writing is not None:
+                self._finish_writing()
+        finally:
+            self._manager.close()
+
+
+def os_reason(error: Exception) -> str:
+    """The operating system's words for why a write failed ("No space left on device"), found in
+    the exception's chain (tensorstore puts the code in its message); else its first line."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        code = re.search(r"os_error_code='(\d+)'", str(seen))
+        if code:
+            return os.strerror(int(code.group(1)))
+        seen = seen.__cause__ or seen.__context__
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+
+
+def shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    """'params/Dense_0/kernel' -> shape, for every array of `tree` (arrays or their metadata)."""
+    return {
+        jax.tree_util.keystr(path, simple=True, separator="/"): tuple(leaf.shape)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+    }
+
+
+def check_fits(saved: Mapping[str, Any], like: TrainState, where: Path) -> None:
+    """Raises `IncompatibleCheckpoint` naming the first variable that the checkpoint at `where`
+    (its state's tree metadata `saved`) lacks, has in excess, or has in another shape."""
+    have = shapes({k: v for k, v in saved.items() if k not in LEGACY_STATE_ENTRIES})
+    want = {}  # in the fields' order (a dict's leaves come sorted): params before ema_params
+    for field in dataclasses.fields(TrainState):
+        want.update(shapes({field.name: getattr(like, field.name)}))
+    for name in [*want, *(n for n in have if n not in want)]:
+        if name not in have:
+            problem = f"has no {name}"
+        elif name not in want:
+            problem = f"has {name}, which this config does not build"
+        elif have[name] != want[name]:
+            problem = f"has {name} of shape {have[name]}, this config {want[name]}"
+        else:
+            continue
+        raise IncompatibleCheckpoint(f"checkpoint {where} {problem}")
+
+
+def _state_target(like: TrainState, saved: Mapping[str, Any]) -> dict[str, Any]:
+    """`like`'s fields as abstract arrays, in a dict that also holds the legacy entries of
+    `saved` (the checkpoint's tree metadata): orbax restores exactly the tree it is given."""
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    target = {f.name: getattr(abstract, f.name) for f in dataclasses.fields(TrainState)}
+    for name in LEGACY_STATE_ENTRIES:
+        if name in saved:
+            target[name] = jax.ShapeDtypeStruct(saved[name].shape, saved[name].dtype)
+    return target
+
+
+def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
+    """The `state` folder of the checkpoint that `path` names.
+
+    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, or one `<step>` folder;
+    `key` names the setting in the error when there is none.
+    """
+    given = path
+    path = Path(path).expanduser()
+    if (path / "checkpoints").is_dir():
+        path = path / "checkpoints"
+    if not (path / "state").is_dir():
+        steps = [int(p.name) for p in path.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
+        if not steps:
+            raise UserError(f"{key}: no checkpoint found at {given}")
+        path = path / str(max(steps))
+    return path / "state"
+
+
+def load_variables(path: str | Path, use_ema: bool = True) -> dict:
+    """The network variables `{'params', 'batch_stats'}` of a checkpoint, for `network_fn.apply`.
+
+    `path` is a workdir, its `checkpoints/` folder or one `<step>` folder. When the run kept an
+    EMA of the weights (`optim.ema_decay`) and `use_ema` is set, those are the params, as in the
+    run's own evaluation.
+    """
+    saved = ocp.StandardCheckpointer().restore(find_state(path, key="checkpoint").absolute())
+    params = saved["ema_params"] if use_ema and saved.get("ema_params") else saved["params"]
+    return {"params": params, "batch_stats": saved.get("batch_stats", {})}
+
+
+def merge_pretrained(
+    init_from: str, variables: dict, exclude: Sequence[str]
+) -> tuple[dict, list[str]]:
+    """`variables` ({'params', 'batch_stats'}) with every entry not matching `exclude` replaced
+    by the checkpoint's. Returns the merged variables and the names kept at initialisation.
+
+    Raises:
+      UserError: an entry that is not excluded is missing from the checkpoint or has another
+        shape there; the message names its path.
+    """
+    state_dir = find_state(init_from)
+    saved = ocp.StandardCheckpointer().restore(state_dir.absolute())
+    saved_flat = flax.traverse_util.flatten_dict({k: saved.get(k, {}) for k in variables}, sep="/")
+    patterns = [re.compile(p) for p in exclude]
+    merged, kept = {}, []
+    for name, value in flax.traverse_util.flatten_dict(variables, sep="/").items():
+        if any(p.search(name) for p in patterns):
+            merged[name] = value
+            kept.append(name)
+            continue
+        if name not in saved_flat:
+            raise UserError(
+                f"finetune.init_from: {name} is not in {state_dir}; exclude it with a "
+                "finetune.exclude regex"
+            )
+        old = saved_flat[name]
+        if tuple(old.shape) != tuple(value.shape):
+            raise UserError(
+                f"finetune.init_from: {name} has shape {tuple(old.shape)} in {state_dir} but "
+                f"{tuple(value.shape)} here; exclude it with a finetune.exclude regex"
+            )
+        merged[name] = np.asarray(old, dtype=value.dtype)
+    return flax.traverse_util.unflatten_dict(merged, sep="/"), kept

@@ -1,0 +1,251 @@
+"""Input pipelines on grain: deterministic, sharded by process, with a checkpointable position.
+
+Training: source -> this process's shard -> shuffle (a new order every epoch) -> endless repeat ->
+augment (each record's randomness derives from the seed and its index) -> batch -> threads and,
+with `data.workers`, worker processes. So the stream of batches depends only on the seed and the
+number of processes, and `iterator.get_state()` is a small dict that restores the exact position.
+
+Images leave the pipeline as uint8 `[batch, h, w, c]` (a quarter of float32's bytes to move);
+the train and eval steps scale, resize and normalise them on the device (`nets_training.steps`).
+"""
+
+import dataclasses
+import functools
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import grain
+import numpy as np
+from absl import flags, logging
+from PIL import Image, UnidentifiedImageError
+
+from nets_training.config import DataConfig
+from nets_training.sources import DataError, Dataset
+
+EVAL_CROP_FRACTION = 0.875  # eval: the centre 87.5% square, the Inception/ResNet convention
+
+
+def open_image(image: Any) -> Image.Image:
+    """A PIL image from a file path (decoded, RGB) or an array (any size); errors name the file."""
+    if isinstance(image, str | bytes):
+        try:
+            with Image.open(image) as opened:
+                return opened.convert("RGB")
+        except (OSError, UnidentifiedImageError, ValueError) as e:
+            raise DataError(f"cannot read image {image}: {e}") from None
+    array = np.asarray(image)
+    return Image.fromarray(array[..., 0] if array.shape[-1] == 1 else array)
+
+
+_skipped: set[str] = set()  # the unreadable files this process has skipped
+_skipped_lock = threading.Lock()
+
+
+def log_skipped(error: DataError) -> None:
+    """Logs an unreadable file (`data.skip_unreadable`) once, with how many this process has
+    skipped so far."""
+    with _skipped_lock:
+        if str(error) in _skipped:
+            return
+        _skipped.add(str(error))
+        count = len(_skipped)
+    logging.warning(
+        "data.skip_unreadable: skipped %s (%d unreadable file(s) so far; "
+        "`python -m nets_training.check_images DIR` lists them all)",
+        error,
+        count,
+    )
+
+
+def center_crop(image: Image.Image, size: int, fraction: float) -> Image.Image:
+    """The centred square of side `fraction * min(w, h)`, resized to `size`."""
+    w, h = image.size
+    side = fraction * min(w, h)
+    left, top = (w - side) / 2, (h - side) / 2
+    return image.resize((size, size), Image.BILINEAR, box=(left, top, left + side, top + side))
+
+
+def random_resized_crop(
+    image: Image.Image, size: int, min_area: float, rng: np.random.Generator
+) -> Image.Image:
+    """Inception's crop: a random area in [min_area, 1] and aspect ratio in [3/4, 4/3]."""
+    w, h = image.size
+    for _ in range(10):
+        area = w * h * rng.uniform(min_area, 1.0)
+        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+        cw, ch = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+        if 0 < cw <= w and 0 < ch <= h:
+            x, y = rng.integers(0, w - cw + 1), rng.integers(0, h - ch + 1)
+            return image.resize((size, size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
+    return center_crop(image, size, 1.0)
+
+
+def pad_crop(image: np.ndarray, padding: int, rng: np.random.Generator) -> np.ndarray:
+    """He et al.'s CIFAR crop: zero-pad by `padding` pixels, crop the original size at random."""
+    h, w = image.shape[:2]
+    padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)))
+    y, x = rng.integers(0, 2 * padding + 1, size=2)
+    return padded[y : y + h, x : x + w]
+
+
+def _as_array(image: Image.Image, channels: int) -> np.ndarray:
+    array = np.asarray(image, dtype=np.uint8)
+    return array[..., None] if channels == 1 and array.ndim == 2 else array
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainTransform:
+    """Decodes (files) and augments one record; `rng` is grain's per-record generator."""
+
+    image_size: int  # the size variable-size images are cropped to
+    fixed_size: bool  # in-memory images keep their size; the device resizes them
+    channels: int
+    crop: str
+    padding: int
+    min_area: float
+    flip: bool
+    skip_unreadable: bool = False  # an unreadable file gives None (see `fill_skipped`)
+
+    def __call__(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any] | None:
+        try:
+            return self._augment(record, rng)
+        except DataError as e:
+            if not self.skip_unreadable:
+                raise
+            log_skipped(e)
+            return None
+
+    def _augment(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        image = record["image"]
+        if self.crop == "resized":
+            size = image.shape[0] if self.fixed_size else self.image_size
+            image = _as_array(
+                random_resized_crop(open_image(image), size, self.min_area, rng), self.channels
+            )
+        elif not self.fixed_size:
+            image = _as_array(center_crop(open_image(image), self.image_size, 1.0), self.channels)
+        if self.crop == "pad":
+            image = pad_crop(np.asarray(image), self.padding, rng)
+        if self.flip and rng.random() < 0.5:
+            image = image[:, ::-1]
+        return {"image": np.ascontiguousarray(image, dtype=np.uint8), "label": record["label"]}
+
+
+def fill_skipped(records: Sequence[dict[str, Any] | None]) -> dict[str, np.ndarray]:
+    """A training batch whose skipped records (None) are replaced by the batch's readable ones in
+    turn: the batch keeps its size (one compiled step, one sharding), and the pipeline keeps its
+    structure, so a run stopped by a bad file resumes with `data.skip_unreadable` at its place."""
+    readable = [r for r in records if r is not None]
+    if not readable:
+        raise DataError(f"every image of a batch of {len(records)} was unreadable")
+    filled = [r if r is not None else readable[i % len(readable)] for i, r in enumerate(records)]
+    return {key: np.stack([r[key] for r in filled]) for key in filled[0]}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalTransform:
+    """Decodes, resizes and centre-crops variable-size images; in-memory ones pass unchanged.
+    `valid` is 0 for a file skipped as unreadable (`data.skip_unreadable`): eval leaves it out.
+    `crop` replaces the centre crop (published weights' own resize and crop)."""
+
+    image_size: int
+    fixed_size: bool
+    channels: int
+    skip_unreadable: bool = False
+    crop: Callable[[Image.Image], Image.Image] | None = None
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        image, valid = record["image"], np.float32(1)
+        if not self.fixed_size:
+            try:
+                crop = self.crop or functools.partial(
+                    center_crop, size=self.image_size, fraction=EVAL_CROP_FRACTION
+                )
+                image = _as_array(crop(open_image(image)), self.channels)
+            except DataError as e:
+                if not self.skip_unreadable:
+                    raise
+                log_skipped(e)
+                image = np.zeros((self.image_size, self.image_size, self.channels), np.uint8)
+                valid = np.float32(0)
+        image = np.asarray(image, dtype=np.uint8)
+        return {"image": image, "label": record["label"], "valid": valid}
+
+
+def _read_options(data: DataConfig) -> grain.ReadOptions:
+    return grain.ReadOptions(num_threads=data.threads, prefetch_buffer_size=4 * data.threads)
+
+
+def train_iterator(
+    dataset: Dataset,
+    data: DataConfig,
+    image_size: int,
+    local_batch: int,
+    seed: int,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> grain.DatasetIterator:
+    """An endless, checkpointable iterator of this process's training batches.
+
+    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says.
+    """
+    if data.crop is None or data.flip is None:
+        raise ValueError("train_iterator: data.crop and data.flip must be resolved (loop.resolve)")
+    transform = TrainTransform(
+        image_size=image_size,
+        fixed_size=dataset.fixed_size is not None,
+        channels=dataset.channels,
+        crop=data.crop,
+        padding=dataset.crop_padding if data.crop_padding is None else data.crop_padding,
+        min_area=data.min_crop_area,
+        flip=data.flip,
+        skip_unreadable=data.skip_unreadable,
+    )
+    ds = grain.MapDataset.source(dataset.train)[process_index::process_count]
+    ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)
+    batch_fn = fill_skipped if data.skip_unreadable else None  # None: grain's own stacking
+    ds = ds.batch(local_batch, drop_remainder=True, batch_fn=batch_fn)
+    ds = ds.to_iter_dataset(_read_options(data))
+    if data.workers:
+        if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
+            # none parsed (train.py has)
+            flags.FLAGS.mark_as_parsed()
+        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=data.workers))
+    return iter(ds)
+
+
+def eval_batches(
+    dataset: Dataset,
+    data: DataConfig,
+    image_size: int,
+    local_batch: int,
+    process_index: int = 0,
+    process_count: int = 1,
+    crop: Callable[[Image.Image], Image.Image] | None = None,
+) -> Iterator[dict[str, np.ndarray]]:
+    """One pass over this process's shard of the eval split, in full batches with a `mask`.
+
+    The last batch is padded (mask 0), and every process yields the same number of batches, so
+    the jitted eval step sees one shape and no process waits for another that has finished.
+    `crop` replaces the centre crop of image files (`EvalTransform`).
+    """
+    transform = EvalTransform(
+        image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable, crop
+    )
+    ds = grain.MapDataset.source(dataset.eval)[process_index::process_count].map(transform)
+    num_batches = math.ceil(math.ceil(len(dataset.eval) / process_count) / local_batch)
+    batches = iter(ds.batch(local_batch).to_iter_dataset(_read_options(data)))
+    template = None
+    for _ in range(num_batches):
+        batch = next(batches, None)
+        if batch is None:  # this process's shard ran out: a batch of padding only
+            batch = {k: v[:0] for k, v in template.items()}
+        template = batch
+        pad = [(0, local_batch - len(batch["label"]))]
+        yield {
+            "image": np.pad(batch["image"], pad + [(0, 0)] * 3),
+            "label": np.pad(batch["label"], pad),
+            "mask": np.pad(batch["valid"], pad),
+        }

@@ -1,0 +1,48 @@
+"""The image size a run trains at, when `data.image_size` does not say: the dataset's own size
+for in-memory datasets (digits 8 px, CIFAR 32 px), raised to the network's total stride; the
+network's `default_image_size` for image files, which are cropped and resized anyway.
+
+Below its total stride a network's last stages see 1x1 maps made mostly of padding (MobileNet on
+8 px digits stays at chance). A size the user sets is theirs, as long as the network's layers
+accept it (`NetworkFn.min_image_size`: VGG's five pools need 32 px, Inception's 'VALID' stem 75,
+its auxiliary head 107).
+"""
+
+import dataclasses
+import math
+
+import nets_factory
+import nets_summary
+from nets_training.errors import UserError
+from nets_training.sources import Dataset
+
+
+def total_stride_size(train_fn: nets_factory.NetworkFn) -> int:
+    """The side that leaves `train_fn`'s last feature map 1x1 (its total stride), or the
+    smallest its layers accept where that is more. One `jax.eval_shape` trace, no compile."""
+    eval_fn = dataclasses.replace(train_fn, is_training=False)
+    default = train_fn.default_image_size
+    maps = nets_summary.profile(eval_fn).end_points.values()
+    widths = [shape[1] for shape in maps if len(shape) == 4 and shape[1] > 1]
+    stride = math.ceil(default / min(widths)) if widths else 1
+    return max(stride, train_fn.min_image_size)
+
+
+def image_size(requested: int | None, dataset: Dataset, train_fn: nets_factory.NetworkFn) -> int:
+    """`data.image_size` resolved for the training network `train_fn`: `requested` if its layers
+    accept it (else a one-line error naming the minimum), or the dataset's own size raised to the
+    network's total stride, or the network's default size for variable-size images."""
+    default = train_fn.default_image_size
+    if requested is not None:
+        minimum = train_fn.min_image_size
+        if requested < minimum:
+            raise UserError(
+                f"data.image_size={requested}: {train_fn.name} needs images of at least {minimum} "
+                f"px; set data.image_size={minimum} or more, or leave it unset"
+            )
+        return requested
+    if dataset.fixed_size is None:
+        return default
+    if dataset.fixed_size >= default:
+        return dataset.fixed_size
+    return max(dataset.fixed_size, total_stride_size(train_fn))

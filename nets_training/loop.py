@@ -1,0 +1,508 @@
+"""The training program: `train(config, workdir)`.
+
+Builds the mesh, the dataset, the network (`get_network_fn`), the optimizer and the state,
+restores the latest checkpoint of `workdir` (or fine-tunes from `finetune.init_from`), then for
+each batch: shard, `train_step`, log; evaluate and save on their cadence, and when stopped. The
+workdir is locked while the run lasts (`nets_training.workdir`).
+"""
+
+import dataclasses
+import functools
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import grain
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+
+import nets_factory
+import nets_weights
+from nets_training import checkpoint, data, image_sizes, optim, preemption, sharding, sources, steps
+from nets_training.config import (
+    Config,
+    DataConfig,
+    FinetuneConfig,
+    ModelConfig,
+    TrainConfig,
+    changes,
+    check_types,
+    dump,
+    merge,
+    parse_yaml,
+    to_dict,
+)
+from nets_training.errors import UserError
+from nets_training.metrics import Console, MetricsLog, Throughput, Window
+from nets_training.workdir import hold_workdir
+
+# DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
+SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    workdir: Path
+    steps: int
+    best_top1: float | None
+    final_top1: float | None
+    wall_seconds: float
+    images_per_second: float | None  # None when no step was timed (a 1-step run)
+
+    def __str__(self) -> str:
+        pct = lambda v: "n/a" if v is None else f"{100 * v:.2f}%"  # noqa: E731
+        rate = "n/a" if self.images_per_second is None else f"{self.images_per_second:.0f}"
+        return (
+            f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}, final "
+            f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, {rate} img/s training; "
+            f"workdir {self.workdir}"
+        )
+
+
+class Networks(NamedTuple):
+    train: nets_factory.NetworkFn  # batch statistics, dropout
+    eval: nets_factory.NetworkFn  # running statistics
+
+
+def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
+    """The training and evaluation networks, with config mistakes as one-line errors."""
+    kwargs = dict(model.kwargs)
+    if "dtype" in kwargs:
+        raise UserError("model.kwargs.dtype: set model.dtype instead")
+    build = functools.partial(
+        nets_factory.get_network_fn,
+        model.name,
+        num_classes,
+        weight_decay=model.weight_decay,
+        dtype=jnp.dtype(model.dtype),
+        **kwargs,
+    )
+    try:
+        networks = Networks(build(is_training=True), build(is_training=False))
+    except ValueError as e:
+        raise UserError(f"model.name: {e}") from None
+    except TypeError as e:
+        raise UserError(f"model.kwargs: {e}") from None
+    check_types(type(networks.train.module), kwargs, "model.kwargs")
+    return networks
+
+
+def load_data_and_networks(
+    model: ModelConfig, data: DataConfig
+) -> tuple[sources.Dataset, Networks]:
+    """The dataset and the networks, each built once, in the order their needs allow.
+
+    The networks' logits take the data's classes; but synthetic data is made to the network's
+    measure (its image size, and the model's classes), so for it the networks come first.
+    """
+    if data.name != "synthetic":
+        dataset = sources.load(data)
+        check_classes(model.num_classes, dataset, data.name)
+        return dataset, network_fns(model, model.num_classes or dataset.num_classes)
+    num_classes = model.num_classes or sources.SYNTHETIC_CLASSES
+    networks = network_fns(model, num_classes)
+    image_size = data.image_size or networks.train.default_image_size
+    return sources.load(data, image_size, num_classes), networks
+
+
+def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) -> None:
+    """Refuses fewer logits than the data's labels (the loss would read past the logits); warns
+    of more (they train, but the extra classes are never a target)."""
+    if num_classes is None or num_classes == dataset.num_classes:
+        return
+    if num_classes < dataset.num_classes:
+        raise UserError(
+            f"model.num_classes={num_classes}: {name} has {dataset.num_classes} classes (labels "
+            f"0..{dataset.num_classes - 1}); set it to {dataset.num_classes} or leave it unset"
+        )
+    logging.warning(
+        "model.num_classes=%d but %s has %d classes: logits %d..%d are never a target",
+        num_classes,
+        name,
+        dataset.num_classes,
+        dataset.num_classes,
+        num_classes - 1,
+    )
+
+
+def check_batch_norm_decay(network_fn: nets_factory.NetworkFn, total_steps: int) -> None:
+    """Warns when the network's BatchNorm decay averages over too much of the run: evaluation
+    uses those running averages, which then hold mostly their initial values and the early
+    weights' statistics (Slim's 0.9997 on the digits' 450 steps: a network that learns evaluates
+    at chance)."""
+    momentum = getattr(network_fn.module, "bn_momentum", None)
+    if momentum is None or 10 / (1 - momentum) <= total_steps:
+        return
+    logging.warning(
+        "%s's BatchNorm running averages (bn_momentum=%g) span about %d steps, too many for a "
+        "run of %d: evaluation would see stale statistics; set model.kwargs.bn_momentum=0.9 "
+        "(PyTorch's) for short runs",
+        network_fn.name,
+        momentum,
+        round(1 / (1 - momentum)),
+        total_steps,
+    )
+
+
+def check_normalisation(data: DataConfig, channels: int) -> None:
+    """`data.mean` and `data.std` give one value per channel of the data."""
+    for key in ("mean", "std"):
+        values = getattr(data, key)
+        if values is not None and len(values) != channels:
+            raise UserError(
+                f"data.{key}: {len(values)} values for {channels}-channel images ({data.name}); "
+                f"give {channels}, one per channel, or leave it unset"
+            )
+
+
+def with_weight_conventions(config: Config) -> Config:
+    """`model.kwargs` with the constructor fields that `finetune.init_from`'s published weights
+    were trained with (PyTorch's padding, ...), so the network computes what their source did."""
+    init_from = config.finetune.init_from
+    if not init_from or not nets_weights.is_weight_file(init_from):
+        return config
+    try:
+        kwargs = nets_weights.conventions(config.model.name, init_from, dict(config.model.kwargs))
+    except ValueError as e:
+        raise UserError(f"finetune.init_from: {e}") from None
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, kwargs=kwargs))
+
+
+def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
+    """Fills in every default that depends on the network or the data, so that the written
+    config says exactly what ran; loads the dataset and builds the networks (for `build`)."""
+    config = with_weight_conventions(config)
+    dataset, networks = load_data_and_networks(config.model, config.data)
+    d = config.data
+    check_normalisation(d, dataset.channels)
+    data = dataclasses.replace(
+        d,
+        image_size=image_sizes.image_size(d.image_size, dataset, networks.train),
+        eval_batch_size=d.eval_batch_size or d.batch_size,
+        **{k: getattr(dataset, k) for k in SOURCE_DEFAULTS if getattr(d, k) is None},
+    )
+    num_classes = config.model.num_classes or dataset.num_classes
+    model = dataclasses.replace(config.model, num_classes=num_classes)
+    train = dataclasses.replace(config.train, epochs=config.train.epochs or dataset.epochs)
+    return dataclasses.replace(config, model=model, data=data, train=train), dataset, networks
+
+
+def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list[str]:
+    """'key: old -> new' for each setting of the resolved `config` that differs from the config
+    a previous run wrote to `saved`.
+
+    Older versions wrote None for the `SOURCE_DEFAULTS` they did not set: it meant the source's
+    value then as now, so it is compared as that value; and a key they did not know (such as
+    `data.skip_unreadable`) as its default, which is what they did.
+    """
+    before = merge(to_dict(Config()), parse_yaml(saved.read_text(), str(saved)))
+    old_data = before.get("data", {})
+    defaults = {k: to_dict(getattr(dataset, k)) for k in SOURCE_DEFAULTS if old_data.get(k) is None}
+    return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))
+
+
+def initial_state(
+    config: Config, train_fn, tx, channels: int, mesh
+) -> tuple[steps.TrainState, list[str]]:
+    """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
+    and the names of the variables that fine-tuning left at their initialisation."""
+    init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
+    size = config.data.image_size
+    images = jnp.zeros((1, size, size, channels), jnp.float32)
+    replicated = sharding.replicated(mesh)
+    variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
+    variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
+    fresh = []
+    init_from, exclude = config.finetune.init_from, config.finetune.exclude
+    if init_from and nets_weights.is_weight_file(init_from):
+        try:
+            variables, fresh, _ = nets_weights.fill(
+                config.model.name, init_from, train_fn, variables, exclude
+            )
+        except ValueError as e:
+            raise UserError(f"finetune.init_from: {e}") from None
+    elif init_from:
+        variables, fresh = checkpoint.merge_pretrained(init_from, variables, exclude)
+    trainable = config.finetune.trainable
+    if trainable:
+        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
+        if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
+            raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
+    create = functools.partial(steps.create_state, tx=tx, ema=config.optim.ema_decay > 0)
+    return jax.jit(create, out_shardings=replicated)(variables, rng=run_key), fresh
+
+
+def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
+    """Loss, top-1 and top-5 over the eval split (every process's shard)."""
+    sums = None
+    for batch in batches:
+        out = eval_step(state, sharding.shard_batch(batch, mesh))
+        sums = out if sums is None else sums + out
+    loss, top1, top5, count = np.asarray(sums, np.float64).tolist()
+    return {"eval/loss": loss / count, "eval/top1": top1 / count, "eval/top5": top5 / count}
+
+
+def check_finite(state: steps.TrainState, checkpoints: checkpoint.Checkpointer) -> None:
+    """Stops the run if a loss was not finite (the state then holds the last good step)."""
+    bad = int(state.nonfinite_step)
+    if bad >= 0:
+        last = checkpoints.latest_step()
+        kept = (
+            f"the last good checkpoint is step {last} in {checkpoints.directory}"
+            if last
+            else "no checkpoint was saved"
+        )
+        raise UserError(f"loss became non-finite at step {bad}; stopped there, {kept}")
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything `train` builds before its first step."""
+
+    config: Config  # resolved: every default filled in
+    dataset: sources.Dataset
+    mesh: jax.sharding.Mesh
+    total_steps: int
+    steps_per_epoch: float
+    lr: optax.Schedule
+    train_step: Callable[[steps.TrainState, dict], tuple[steps.TrainState, steps.Metrics]]
+    eval_step: Callable
+    batches: grain.DatasetIterator
+    eval_batches: Callable[[], Iterator[dict]]
+    checkpoints: checkpoint.Checkpointer
+    state: steps.TrainState
+    window: Window  # the train metrics that the next record averages
+    start_step: int
+    note: str  # how it started: resumed, or fine-tuned from where
+    notices: list[str]  # lines to print at the start: checkpoints skipped, config changes
+
+    def describe(self) -> str:
+        c, d = self.config, self.config.data
+        return (
+            f"{c.model.name} on {d.name} ({len(self.dataset.train)} train / "
+            f"{len(self.dataset.eval)} eval images, {c.model.num_classes} classes, "
+            f"{d.image_size} px): {self.total_steps} steps of {d.batch_size} images on "
+            f"{jax.device_count()} {jax.devices()[0].platform} device(s)" + self.note
+        )
+
+
+def build(config: Config, workdir: Path) -> Run:
+    """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
+    mesh = sharding.make_mesh()
+    config, dataset, networks = resolve(config)
+    d, t, o = config.data, config.train, config.optim
+    local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
+    local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
+    steps_per_epoch = len(dataset.train) / d.batch_size
+    total = t.steps or math.ceil(t.epochs * steps_per_epoch)
+    check_batch_norm_decay(networks.train, total)
+    lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
+    tx = optim.optimizer(o, lr, config.finetune.trainable)
+    prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
+    replicated = sharding.replicated(mesh)
+    train_step = steps.make_train_step(networks.train, tx, prepare, o.label_smoothing, o.ema_decay)
+    eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
+    where = (jax.process_index(), jax.process_count())
+    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
+
+    checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
+    restored, notices = None, []
+    if checkpoints.latest_step() is not None:
+        restored, notices = resume(config, dataset, networks.train, tx, mesh, batches, checkpoints)
+    if restored is None:
+        state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
+        init_from = config.finetune.init_from
+        note = f"; fine-tuning from {init_from}" if init_from else ""
+        note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
+    else:
+        state, note = restored.state, f"; resumed at step {restored.step}"
+    return Run(
+        config=config,
+        dataset=dataset,
+        mesh=mesh,
+        total_steps=total,
+        steps_per_epoch=steps_per_epoch,
+        lr=lr,
+        train_step=jax.jit(train_step, donate_argnums=0, out_shardings=replicated),
+        eval_step=jax.jit(eval_step, out_shardings=replicated),
+        batches=batches,
+        eval_batches=functools.partial(
+            data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
+        ),
+        checkpoints=checkpoints,
+        state=state,
+        window=Window(restored.log_window if restored else []),
+        start_step=restored.step if restored else 0,
+        note=note,
+        notices=notices,
+    )
+
+
+def resume(
+    config: Config,
+    dataset: sources.Dataset,
+    train_fn,
+    tx,
+    mesh,
+    batches: grain.DatasetIterator,
+    checkpoints: checkpoint.Checkpointer,
+) -> tuple[checkpoint.Restored | None, list[str]]:
+    """The newest readable checkpoint, and the lines that say what the resumed run does
+    differently: the checkpoints it skipped, the config changes since the run that wrote them.
+
+    The checkpoint has the weights, whatever `finetune.init_from` says.
+
+    Raises:
+      UserError: the checkpoint is of another configuration (the message lists the config
+        changes that made it so), or none reads back.
+    """
+    saved = checkpoints.directory.parent / "config.yaml"
+    changed = changes_since(saved, config, dataset) if saved.exists() else []
+    scratch = dataclasses.replace(config, finetune=FinetuneConfig())
+    like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
+    try:
+        restored = checkpoints.restore_latest(like, batches)
+    except checkpoint.IncompatibleCheckpoint as e:
+        why = "; ".join(changed) if changed else f"{saved} does not say which setting changed"
+        raise UserError(
+            f"{e}: its workdir holds a run of another configuration (changed: {why}); undo "
+            "the change to resume that run, or use another workdir to start a new one"
+        ) from None
+    notices = restored.skipped if restored else []
+    if changed:
+        notices.append(f"config changed since the last run: {'; '.join(changed)}")
+    return restored, notices
+
+
+def train(config: Config, workdir: str | Path) -> Summary:
+    """Trains (or resumes, or fine-tunes) as `config` says; writes everything under `workdir`,
+    which it locks while it runs (see `hold_workdir`)."""
+    process0 = jax.process_index() == 0
+    with hold_workdir(Path(workdir), enabled=process0):
+        return train_in(config, Path(workdir), process0)
+
+
+def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
+    """`train` once the workdir is held."""
+    started = time.perf_counter()
+    run = build(config, workdir)
+    if process0:
+        (workdir / "config.yaml").write_text(dump(run.config))
+    log = MetricsLog(workdir, run.start_step, process0)
+    console = Console(run.total_steps, run.start_step, process0)
+    console.print(f"{run.describe()}; workdir {workdir}")
+    for line in run.notices:
+        console.print(line)
+    throughput = Throughput(run.config.data.batch_size)
+    try:
+        with preemption.catch_signals() as stop:
+            for step in range(run.start_step + 1, run.total_steps + 1):
+                batch = sharding.shard_batch(next(run.batches), run.mesh)
+                run.state, metrics = run.train_step(run.state, batch)
+                run.window.add(metrics)
+                throughput.step()
+                console.advance()
+                if step == run.start_step + 1:  # leave compilation out of img/s
+                    jax.block_until_ready(run.state.step)
+                    throughput.restart()
+                on_step_end(run, step, stop, log, console, throughput)
+    finally:
+        run.checkpoints.close()
+        log.close()
+        console.close()
+    summary = Summary(
+        workdir,
+        run.total_steps,
+        log.best("eval/top1"),
+        log.last("eval/top1"),
+        time.perf_counter() - started,
+        throughput.mean(),
+    )
+    console.print(str(summary))
+    return summary
+
+
+class Due(NamedTuple):
+    """What a step end does, in this order."""
+
+    log: bool
+    eval: bool
+    save: bool
+
+
+def due(step: int, train: TrainConfig, last_step: int, stopping: bool) -> Due:
+    """Whether `step` logs, evaluates and saves (big_vision's `itstime`): each every so many steps
+    of `train` (`eval_every` 0: none before the end), all three at `last_step`, and a save when a
+    signal asked the run to stop."""
+    last = step == last_step
+    every = lambda n: last or (n > 0 and step % n == 0)  # noqa: E731
+    return Due(
+        log=every(train.log_every),
+        eval=every(train.eval_every),
+        save=every(train.checkpoint_every) or stopping,
+    )
+
+
+def on_step_end(
+    run: Run, step: int, stop, log: MetricsLog, console: Console, throughput: Throughput
+) -> None:
+    """Logs, evaluates and saves when `due`, in that order (eval before save: a resumed run never
+    redoes a step that has its records), and stops after saving when a signal asked it to.
+
+    A step that does any of these first checks that no loss was non-finite, once: the check waits
+    for the devices, and it keeps a non-finite step out of the records and the checkpoints.
+    """
+    stopping = bool(stop)  # a signal arriving from here on is answered at the next step
+    todo = due(step, run.config.train, run.total_steps, stopping)
+    if not any(todo):
+        return
+    check_finite(run.state, run.checkpoints)
+    if todo.log:
+        log_train(run, step, log, console, throughput)
+    if todo.eval:
+        log_eval(run, step, log, console)
+        throughput.restart()
+    if todo.save:
+        run.checkpoints.save(step, run.state, run.batches, run.window.fetch())
+        throughput.restart()
+    if stopping:
+        raise preemption.Interrupted(
+            f"{stop.name} at step {step}: saved a checkpoint in {run.checkpoints.directory}",
+            stop.signum,
+        )
+
+
+def log_train(
+    run: Run, step: int, log: MetricsLog, console: Console, throughput: Throughput
+) -> None:
+    """A training record: the window's mean loss and top-1, the learning rate, img/s, epoch."""
+    means = run.window.mean()
+    lr, rate = float(run.lr(step - 1)), throughput.measure()
+    speed = {} if rate is None else {"train/img_per_sec": rate}  # None: no step timed yet
+    log.write(
+        step,
+        {
+            "train/loss": means["loss"],
+            "train/top1": means["top1"],
+            "train/lr": lr,
+            **speed,
+            "epoch": step / run.steps_per_epoch,
+        },
+    )
+    console.show(means["loss"], lr, rate)
+
+
+def log_eval(run: Run, step: int, log: MetricsLog, console: Console) -> None:
+    """An evaluation record, and its line on the console."""
+    metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
+    log.write(step, metrics)
+    console.print(
+        f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
+        f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"
+    )

@@ -1,0 +1,153 @@
+"""The train state and the two pure steps: `train_step(state, batch) -> (state, metrics)` and
+`eval_step(state, batch)`.
+
+Both take uint8 images `[batch, h, w, c]` straight from the input pipeline and preprocess them
+on the device. Nothing here knows about devices: `nets_training.sharding` places the arrays and the
+loop jits these functions with their shardings.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from nets_factory import NetworkFn
+
+AUX_LOSS_WEIGHT = 0.4  # Slim's train_image_classifier.py weighs Inception's aux logits by 0.4
+
+Metrics = dict[str, jax.Array]  # one step's float32 scalars, by name
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything a run needs to continue exactly where it stopped (with the data position)."""
+
+    step: jax.Array  # int32 scalar: steps taken
+    params: Any
+    batch_stats: Any
+    opt_state: Any
+    ema_params: Any  # the EMA of params, or {} when optim.ema_decay is 0
+    rng: jax.Array  # uint32[2]: the run's key; step `s` uses fold_in(rng, s)
+    nonfinite_step: jax.Array  # int32: the first step whose loss was not finite, or -1
+
+
+def create_state(
+    variables: dict, tx: optax.GradientTransformation, rng: jax.Array, ema: bool
+) -> TrainState:
+    params = variables["params"]
+    return TrainState(
+        step=jnp.zeros((), jnp.int32),
+        params=params,
+        batch_stats=variables.get("batch_stats", {}),
+        opt_state=tx.init(params),
+        ema_params=jax.tree.map(jnp.copy, params) if ema else {},
+        rng=rng,
+        nonfinite_step=jnp.full((), -1, jnp.int32),
+    )
+
+
+def preprocess(images: jax.Array, image_size: int, mean, std) -> jax.Array:
+    """uint8 `[b, h, w, c]` -> float32 `[b, image_size, image_size, c]`, normalised per channel."""
+    x = images.astype(jnp.float32) / 255.0
+    if x.shape[1:3] != (image_size, image_size):
+        x = jax.image.resize(x, (x.shape[0], image_size, image_size, x.shape[3]), "bilinear")
+    return (x - jnp.asarray(mean, jnp.float32)) / jnp.asarray(std, jnp.float32)
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array, label_smoothing: float = 0.0) -> jax.Array:
+    """Per-example softmax cross-entropy `[batch]` against integer labels, with label smoothing."""
+    targets = jax.nn.one_hot(labels, logits.shape[-1])
+    if label_smoothing:
+        targets = optax.smooth_labels(targets, label_smoothing)
+    return optax.softmax_cross_entropy(logits.astype(jnp.float32), targets)
+
+
+def classification_loss(
+    logits: jax.Array, end_points: dict, labels: jax.Array, label_smoothing: float = 0.0
+) -> jax.Array:
+    """Mean cross-entropy, plus 0.4 x the auxiliary head's when `end_points` has 'aux_logits'."""
+    loss = cross_entropy(logits, labels, label_smoothing).mean()
+    if "aux_logits" in end_points:
+        aux = cross_entropy(end_points["aux_logits"], labels, label_smoothing).mean()
+        loss = loss + AUX_LOSS_WEIGHT * aux
+    return loss
+
+
+def make_train_step(
+    network_fn: NetworkFn,
+    tx: optax.GradientTransformation,
+    prepare: Callable[[jax.Array], jax.Array],
+    label_smoothing: float,
+    ema_decay: float,
+) -> Callable[[TrainState, dict], tuple[TrainState, Metrics]]:
+    """`train_step(state, batch) -> (state, metrics)`; `metrics` are this batch's float32
+    scalars `loss` (with the L2 penalty) and `top1`, for the host to average when it logs.
+
+    A step whose loss is not finite changes nothing but `step` and records itself in
+    `state.nonfinite_step`, and so does every later step: the loop stops at its next check with
+    the state of the last good step, which it does not save. Metrics are returned as computed,
+    non-finite ones included: the loop checks before it logs them.
+    """
+
+    def loss_fn(params, state, images, labels):
+        variables = {"params": params, "batch_stats": state.batch_stats}
+        rngs = {"dropout": jax.random.fold_in(state.rng, state.step)}
+        (logits, end_points), updates = network_fn.apply(
+            variables, images, mutable=["batch_stats"], rngs=rngs
+        )
+        loss = classification_loss(logits, end_points, labels, label_smoothing)
+        loss = loss + network_fn.regularization_loss(params)
+        return loss, (logits, updates.get("batch_stats", {}))
+
+    def train_step(state: TrainState, batch: dict) -> tuple[TrainState, Metrics]:
+        images, labels = prepare(batch["image"]), batch["label"]
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        (loss, (logits, batch_stats)), grads = grad_fn(state.params, state, images, labels)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        ema = state.ema_params
+        if ema_decay:
+            ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
+        top1 = jnp.mean(jnp.argmax(logits, -1) == labels)
+
+        ok = jnp.isfinite(loss) & (state.nonfinite_step < 0)
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)  # noqa: E731
+        state = state.replace(
+            step=state.step + 1,
+            params=keep(params, state.params),
+            batch_stats=keep(batch_stats, state.batch_stats),
+            opt_state=keep(opt_state, state.opt_state),
+            ema_params=keep(ema, state.ema_params),
+            nonfinite_step=jnp.where(
+                ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1
+            ),
+        )
+        return state, {"loss": loss, "top1": top1}
+
+    return train_step
+
+
+def make_eval_step(
+    eval_fn: NetworkFn, prepare: Callable[[jax.Array], jax.Array], use_ema: bool
+) -> Callable[[TrainState, dict], jax.Array]:
+    """`eval_step(state, batch) -> float32[4]`: summed loss, top-1, top-5 hits, and count.
+
+    Padded examples (`batch['mask']` 0) count for nothing. With `use_ema`, it evaluates the EMA
+    of the weights.
+    """
+
+    def eval_step(state: TrainState, batch: dict) -> jax.Array:
+        params = state.ema_params if use_ema else state.params
+        variables = {"params": params, "batch_stats": state.batch_stats}
+        logits, _ = eval_fn.apply(variables, prepare(batch["image"]))
+        labels, mask = batch["label"], batch["mask"]
+        k = min(5, logits.shape[-1])
+        top5 = jnp.any(jax.lax.top_k(logits, k)[1] == labels[:, None], axis=-1)
+        top1 = jnp.argmax(logits, -1) == labels
+        per_example = jnp.stack([cross_entropy(logits, labels), top1, top5, jnp.ones_like(mask)])
+        return jnp.sum(per_example * mask, axis=1)
+
+    return eval_step

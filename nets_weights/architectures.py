@@ -1,0 +1,142 @@
+"""Which published architectures load into which of our networks, and with which conventions.
+
+Each family's module (`nets_weights/resnet.py`, ...) has a table from a timm, torchvision or
+Keras architecture name to an `Architecture`: our registry name, the constructor fields the weights
+were trained with (their padding convention, ...), the family's state-dict layout. Our registry
+names are keys too, where ours is the same function. `Pretrained` defaults to the preprocessing
+torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a file does not say.
+"""
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from nets_weights import (
+    convnext,
+    densenet,
+    efficientnet,
+    inception,
+    inception_v4,
+    keras_inception,
+    mobilenet,
+    mobilenet_v1,
+    nasnet,
+    regnet,
+    resnet,
+    resnet_v2,
+    swin,
+    vgg,
+    vit,
+)
+from nets_weights.convert import Architecture
+from nets_weights.files import WeightFileError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_CLASSES_FILE = Path(__file__).with_name("imagenet_classes.txt")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pretrained:
+    """What a network's weights expect of its inputs, and what its logits mean."""
+
+    source: str  # the weights' architecture, as their source names it
+    file: str
+    image_size: int = 224
+    crop_fraction: float = 0.875  # resize the shorter side to image_size / crop_fraction
+    interpolation: str = "bilinear"
+    mean: tuple[float, ...] = IMAGENET_MEAN  # of [0, 1] RGB
+    std: tuple[float, ...] = IMAGENET_STD
+    class_names: tuple[str, ...] = ()  # one per logit; empty when the head was replaced
+
+
+# One table per family (`nets_weights/<family>.py`), merged.
+ARCHITECTURES: dict[str, Architecture] = {
+    **resnet.ARCHITECTURES,
+    **convnext.ARCHITECTURES,
+    **resnet_v2.ARCHITECTURES,
+    **vgg.ARCHITECTURES,
+    **inception.ARCHITECTURES,
+    **inception_v4.ARCHITECTURES,
+    **keras_inception.ARCHITECTURES,
+    **mobilenet.ARCHITECTURES,
+    **mobilenet_v1.ARCHITECTURES,
+    **nasnet.ARCHITECTURES,
+    **densenet.ARCHITECTURES,
+    **regnet.ARCHITECTURES,
+    **vit.ARCHITECTURES,
+    **swin.ARCHITECTURES,
+    **efficientnet.ARCHITECTURES,
+}
+
+
+def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
+    """The architecture for `load_pretrained(name, ...)`, checked against the file's config."""
+    if name not in ARCHITECTURES:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise ValueError(f"no published weights load into {name!r} yet; those that do: {known}")
+    # A name with a tag (`inception_v3.tf_in1k`) says which weights an untagged config's are.
+    if file_architecture is not None and not name.startswith(f"{file_architecture}."):
+        theirs = ARCHITECTURES.get(file_architecture)
+        if theirs is None or not _one_network(theirs.network, ARCHITECTURES[name].network):
+            raise WeightFileError(
+                f"the file's config.json is for {file_architecture!r}, not {name!r}"
+            )
+        name = file_architecture
+    return name, ARCHITECTURES[name]
+
+
+def _one_network(a: str, b: str) -> bool:
+    """Whether two registry names build one network: the same name, or names bound to the same
+    constructor (torchvision's `swin_t` and timm's `swin_tiny_patch4_window7_224`, DeiT's and
+    ViT's), so a file of either loads under the other, with its own file's conventions."""
+    import nets_factory  # lazily: nets_factory imports this package
+
+    constructor = nets_factory.networks_map.get(a)
+    return a == b or (constructor is not None and constructor is nets_factory.networks_map.get(b))
+
+
+def names_for(network: str, keys: Collection[str]) -> list[str]:
+    """The names under which a file with `keys` loads into `network` or its `tf_` twin (the same
+    network under TensorFlow's conventions): a Keras file given as `efficientnet_b0` loads as
+    `keras_efficientnet_b0` or `tf_efficientnet_b0`."""
+    ours = network.removeprefix("tf_")
+    return sorted(
+        name
+        for name, arch in ARCHITECTURES.items()
+        for a in (arch, *arch.alternatives)
+        if a.network.removeprefix("tf_") == ours and a.head_kernel in a.stable(dict.fromkeys(keys))
+    )
+
+
+def file_architecture(config: Mapping[str, Any]) -> str | None:
+    """A Hub config.json's architecture, with timm's pretrained tag (`inception_v3.tf_in1k`)
+    where the table has an entry for the tagged weights (they need other conventions)."""
+    name = config.get("architecture")
+    tag = config.get("pretrained_cfg", {}).get("tag")
+    return f"{name}.{tag}" if f"{name}.{tag}" in ARCHITECTURES else name
+
+
+def preprocessing(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`Pretrained` fields from a Hub config.json's `pretrained_cfg` (timm's names)."""
+    cfg = config.get("pretrained_cfg", {})
+    out = {}
+    if "input_size" in cfg:
+        out["image_size"] = int(cfg["input_size"][-1])
+    if "crop_pct" in cfg:
+        out["crop_fraction"] = float(cfg["crop_pct"])
+    if "interpolation" in cfg:
+        out["interpolation"] = str(cfg["interpolation"])
+    for key in ("mean", "std"):
+        if key in cfg:
+            out[key] = tuple(float(v) for v in cfg[key])
+    return out
+
+
+def imagenet_class_names(num_classes: int = 1000) -> tuple[str, ...]:
+    """The ImageNet-1k class names in logit order (the first lemma of each synset): 1000, or
+    Slim's 1001 with `background` first; `()` for any other count."""
+    lines = _CLASSES_FILE.read_text().splitlines()
+    names = tuple(line.split("\t")[1].split(",")[0] for line in lines if not line.startswith("#"))
+    return {1000: names, 1001: ("background", *names)}.get(num_classes, ())

@@ -1,0 +1,61 @@
+"""torchvision's and timm's ResNet / Wide ResNet / ResNeXt state dicts, as our `nets.resnet`.
+
+Their keys are the same: `conv1`, `bn1`, `layer{stage}.{block}.conv{k}` / `bn{k}` /
+`downsample.{0,1}`, `fc`. Ours are the Flax ImageNet example's: `conv_init`, `bn_init`,
+`{Block}_{n}/Conv_{k-1}` / `BatchNorm_{k-1}` / `conv_proj` / `norm_proj` with `n` counted over
+the whole network, `Dense_0`.
+"""
+
+import re
+from collections.abc import Sequence
+
+from nets_weights.convert import Architecture, Layout
+
+_STEM = {"conv_init": "conv1", "bn_init": "bn1", "Dense_0": "fc"}
+_IN_BLOCK = {"conv_proj": "downsample.0", "norm_proj": "downsample.1"}
+
+
+def layout(stage_sizes: Sequence[int]) -> Layout:
+    """Our module paths -> torch prefixes, for a network of these stage sizes."""
+    blocks = [(stage, j) for stage, size in enumerate(stage_sizes, 1) for j in range(size)]
+
+    def source(path: tuple[str, ...]) -> str:
+        if len(path) == 1 and path[0] in _STEM:
+            return _STEM[path[0]]
+        block, layer = path
+        stage, j = blocks[int(block.rsplit("_", 1)[1])]
+        if layer in _IN_BLOCK:
+            return f"layer{stage}.{j}.{_IN_BLOCK[layer]}"
+        kind, index = re.fullmatch(r"(Conv|BatchNorm)_(\d+)", layer).groups()
+        return f"layer{stage}.{j}.{'conv' if kind == 'Conv' else 'bn'}{int(index) + 1}"
+
+    return source
+
+
+def _architecture(network: str) -> Architecture:
+    # torchvision's and timm's ResNets pad 3x3 convolutions and the stem pool on both sides.
+    return Architecture(
+        network,
+        {"padding": "SYMMETRIC"},
+        lambda module: layout(module.stage_sizes),
+        head=("Dense_0",),
+        source_head="fc",
+    )
+
+
+# timm's and torchvision's names, which are ours too. Slim's resnet_v1_* are not here: Slim
+# strides the last block of a stage, these networks its first.
+ARCHITECTURES = {
+    name: _architecture(name)
+    for name in (
+        "resnet18",
+        "resnet34",
+        "resnet50",
+        "resnet101",
+        "resnet152",
+        "wide_resnet50_2",
+        "wide_resnet101_2",
+        "resnext50_32x4d",
+        "resnext101_32x8d",
+    )
+}

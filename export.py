@@ -1,64 +1,6 @@
-"""Exports a trained or pretrained network for serving, as a serialized `jax.export` artifact
-(StableHLO with its weights inside) that any process with `jax` runs, at any batch size.
+"""`nets-export` run from a checkout; the program is nets_cli/export.py."""
 
-    python export.py --workdir=runs/r50 --out=r50.jaxexport          # the newest checkpoint
-    python export.py --workdir=runs/r50 --step=900 --no-ema --out=r50-900.jaxexport
-    python export.py --model=resnet50 --weights=~/weights/resnet50.a1_in1k --out=r50.jaxexport
-    python export.py ... --input_dtype=float32 --probabilities --platforms=cpu,cuda
-
-Serving it needs only jax:
-
-    exported = jax.export.deserialize(open('r50.jaxexport', 'rb').read())
-    logits = exported.call(images)   # uint8 [batch, size, size, 3]; see r50.jaxexport.json
-
-Errors are one line on stderr.
-"""
-
-import sys
-
-from absl import app, flags
-
-from nets_training import cli
-
-_WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
-_STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (default: newest).")
-_EMA = flags.DEFINE_bool("ema", True, "With --workdir: the EMA weights, when the run kept them.")
-_MODEL = flags.DEFINE_string("model", None, "With --weights: the network, e.g. resnet50.")
-_WEIGHTS = flags.DEFINE_string("weights", None, "A published weight file or Hub folder.")
-_OUT = flags.DEFINE_string("out", None, "The artifact to write (and OUT.json beside it).")
-_INPUT = flags.DEFINE_enum("input_dtype", "uint8", ["uint8", "float32"], "[0, 255] or [0, 1].")
-_PROBABILITIES = flags.DEFINE_bool("probabilities", False, "Also return the softmax.")
-_PLATFORMS = flags.DEFINE_list("platforms", ["cpu"], "Where it may run: cpu, cuda, rocm, tpu.")
-flags.mark_flag_as_required("out")
-
-
-def main(argv):
-    cli.start(argv)
-    from nets_inference import export, sources
-    from nets_training.errors import UserError
-
-    try:
-        cli.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
-        if _WEIGHTS.value:
-            network = sources.from_weights(_MODEL.value, _WEIGHTS.value)
-        else:
-            network = sources.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
-        options = export.Options(_INPUT.value, _PROBABILITIES.value, tuple(_PLATFORMS.value))
-        exported = export.export(network, options)
-        path = export.write(_OUT.value, exported, export.metadata(network, options, exported))
-    except (UserError, ValueError) as e:
-        print(f"export.py: {e}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as e:
-        print(f"export.py: {e.filename or _OUT.value}: {e.strerror or e}", file=sys.stderr)
-        sys.exit(1)
-    size = network.inputs.image_size
-    print(
-        f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {network.source}, "
-        f"{_INPUT.value} [batch, {size}, {size}, {network.inputs.channels}] -> "
-        f"{'logits, probabilities' if _PROBABILITIES.value else 'logits'}"
-    )
-
+from nets_cli import export
 
 if __name__ == "__main__":
-    app.run(main)
+    export.run()

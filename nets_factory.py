@@ -5,10 +5,12 @@
     (logits, end_points), updates = network_fn.apply(variables, images, mutable=['batch_stats'])
     loss = cross_entropy(logits, labels) + network_fn.regularization_loss(variables['params'])
 
-    # published weights (timm / Hugging Face safetensors, torchvision .pth), reference logits:
-    network_fn, variables = load_pretrained('resnet50', '~/weights/resnet50.a1_in1k')
+    # published weights (timm / Hugging Face, torchvision, Keras), computing their source's logits:
+    network_fn, variables = load_pretrained('resnet50.a1_in1k')   # by name: downloaded once
+    network_fn, variables = load_pretrained('resnet50', '~/weights/resnet50.a1_in1k')  # a folder
 
-`python -m nets_factory` prints every network; `python -m nets_factory NAME` describes one.
+`python -m nets_factory` prints every network; `python -m nets_factory NAME` describes one and
+lists its published weights.
 """
 
 import dataclasses
@@ -17,6 +19,7 @@ import functools
 import math
 import numbers
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -406,14 +409,70 @@ def check_shared_arguments(
         )
 
 
-# The door's second entry, defined beside the weight converters: published weights into networks
-# of the registry (`load_pretrained('resnet50', path)`).
-load_pretrained = nets_weights.load
-# And a network with its variables as a Flax NNX module (`to_nnx(network_fn, variables)`).
+def load_pretrained(
+    name: str | None,
+    weights: str | Path | None = None,
+    num_classes: int | None = None,
+    weight_decay: float = 0.0,
+    is_training: bool = False,
+    rng: jax.Array | None = None,
+    *,
+    revision: str | None = None,
+    **kwargs: Any,
+) -> tuple[NetworkFn, dict[str, Any]]:
+    """A network of the registry holding published weights, computing what their source does.
+
+        load_pretrained('resnet50.a1_in1k')                   # timm's name: from the Hub, once
+        load_pretrained('hf-hub:timm/resnet50.a1_in1k', revision='main')
+        load_pretrained('resnet50', '~/weights/resnet50.a1_in1k')      # a local Hub folder
+        load_pretrained('resnet18', 'https://download.pytorch.org/models/resnet18-f37072fd.pth')
+
+    Args:
+      name: the network (a registry name, or the source's architecture name where it differs:
+        `nets_weights.architectures.ARCHITECTURES`); or, with no `weights`, the weights
+        themselves, whose config or catalogue entry names the network. None: the network the
+        weights name. The network is built with the conventions the weights were trained with
+        (e.g. PyTorch's symmetric padding).
+      weights: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
+        `config.json`), a torchvision `.pth` (needs torch), a Keras Applications `.h5` (needs
+        h5py), or a name or URL to download into its standard cache, once: a timm name
+        (`resnet50.a1_in1k`), a Hub repository (`hf-hub:timm/resnet50.a1_in1k`, needs the `hub`
+        extra), a torchvision or Keras Applications URL (hash-checked). `python -m nets_factory
+        NAME` lists the published weights of a network.
+      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
+        initialised from `rng`, for fine-tuning.
+      revision: a Hub branch, tag or commit to pin.
+      **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
+        the weights' convention raises.
+
+    Returns:
+      `(network_fn, variables)`: `network_fn.pretrained` says what inputs the weights expect
+      (image size, crop fraction, mean/std, interpolation) and names the classes.
+
+    Raises:
+      nets_weights.WeightFileError: the weights cannot be found, downloaded or read, or do not
+        fit the network (one line).
+      ValueError: no published weights load into `name`, or a contradicting field.
+    """
+    if weights is None:  # the name names the weights
+        name, weights = None, name
+    file = nets_weights.read(weights, revision)
+    source, arch = nets_weights.find(name, file, networks_map)
+    kwargs = nets_weights.with_conventions(source, arch, kwargs)
+    if num_classes is None:
+        num_classes = nets_weights.file_class_count(file, arch)
+    network_fn = get_network_fn(arch.network, num_classes, weight_decay, is_training, **kwargs)
+    variables, info = nets_weights.initialized(file, source, arch, network_fn, rng)
+    return dataclasses.replace(network_fn, pretrained=info), variables
+
+
+# A network with its variables as a Flax NNX module (`to_nnx(network_fn, variables)`).
 to_nnx = nets_nnx.to_nnx
 
 
 if __name__ == "__main__":
+    # `python -m nets_factory [NAME]`: the listing sits on top of the factory, which hands over
+    # to it here (at run time, not at import: the arrows between modules run one way).
     import nets_summary
 
     nets_summary.main()

@@ -5,9 +5,10 @@
 
 Each row times the full train step of `bench/train_step.py` (SGD momentum, cross-entropy,
 BatchNorm updates, float32) with the zoo's `nets.layers.Conv` and with plain `flax.linen.Conv`,
-interleaved in this process with the CPU settings `train.py` makes (`nets_training.host_memory`'s
-malloc, `--malloc-defaults` leaves glibc's; `nets_training.xla_cpu_flags`, `--ynn-convolutions` leaves
-XLA's), then PyTorch's eager step in its default and its `channels_last` memory formats
+interleaved in this process with the CPU settings `train.py` makes
+(`nets_training.host_memory`'s malloc, `--malloc-defaults` leaves glibc's;
+`nets_training.xla_cpu_flags`, `--ynn-convolutions` leaves XLA's), then PyTorch's eager step in
+its default and its `channels_last` memory formats
 (`bench/torch_resnet.py`): in this process when torch imports here, otherwise in the
 `--torch-python` interpreter (an environment with torch and no JAX), run after the JAX timings so
 the two never share the cores. PyTorch is never a dependency: without it the PyTorch columns say

@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 import jax
 
 from nets_inference import sources
-from nets_weights import predict
 from nets_training import checkpoint, config, data, loop, sharding, steps
 from nets_training import sources as training_sources
 from nets_training.config import FinetuneConfig
 from nets_training.errors import UserError
+from nets_weights import predict
 
 RECORDS = "eval.jsonl"
 
@@ -126,7 +126,7 @@ def _evaluate(eval_step: Callable, variables: dict, batches: Iterator[dict], mes
     return loop.evaluate(eval_step, weights, batches, mesh)
 
 
-def evaluate_weights(model: str, weights: str | Path, cfg: config.Config) -> dict[str, Any]:
+def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config) -> dict[str, Any]:
     """Published weights on the eval split of `cfg.data`, with the weights' own preprocessing
     (their resize, centre crop, interpolation, mean and std, as `classify.py` uses). The
     dataset's labels must be the weights' classes in the same order (an image folder of

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 
 import nets_factory
-from nets_inference.sources import Network
 from nets.layers import Conv
+from nets_inference.sources import Network
 
 INPUT_DTYPES = {"uint8": jnp.uint8, "float32": jnp.float32}
 
@@ -106,9 +106,21 @@ def write(path: str | Path, exported: jax.export.Exported, info: dict[str, Any])
 def _write_atomically(path: Path, data: bytes) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        # mkstemp makes the file private (0600); the artifact gets the mode any new file would
+        # (0644 under the usual umask), so another account can serve it.
+        os.fchmod(handle, 0o666 & ~_umask())
         with os.fdopen(handle, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

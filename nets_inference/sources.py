@@ -66,9 +66,10 @@ def run_config(workdir: Path) -> config.Config:
     return config.load(resolved)
 
 
-def from_weights(model: str, weights: str | Path) -> Network:
-    """Published weights (`load_pretrained`) with their own preprocessing's size, mean, std."""
+def from_weights(model: str | None, weights: str | Path) -> Network:
+    """Published weights (`load_pretrained`: a file, folder, Hub name or URL) into `model` (None:
+    the network the weights name), with their own preprocessing's size, mean, std."""
     network_fn, variables = nets_factory.load_pretrained(model, weights)
     info = network_fn.pretrained
     inputs = Inputs(info.image_size, len(info.mean), info.mean, info.std, info.class_names)
-    return Network(network_fn, variables, inputs, f"{weights} ({model})")
+    return Network(network_fn, variables, inputs, f"{weights} ({network_fn.name})")

@@ -267,11 +267,36 @@ def _refuse_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
         _refuse_duplicate_keys(value, name, source)
 
 
+# The configs the project ships: `configs/` beside the packages in a checkout (and an editable
+# install); inside this package in a wheel, where pyproject.toml's package-dir puts them.
+_HERE = Path(__file__).resolve().parent
+SHIPPED = next((d for d in (_HERE.parent / "configs", _HERE / "configs") if d.is_dir()), None)
+DEFAULT = "default.yaml"  # the digits job, the README's main job
+
+
+def find(name: str | Path) -> Path:
+    """A config file: `name` itself where it exists, else the shipped config of that file name
+    (`cifar10_resnet20.yaml`, or `configs/cifar10_resnet20.yaml` from any folder), so installed
+    programs run the shipped experiments by name."""
+    path = Path(name).expanduser()
+    if path.is_file() or SHIPPED is None or path.parent not in (Path(), Path("configs")):
+        return path  # a path elsewhere is the user's file, found or not
+    shipped = SHIPPED / path.name
+    return shipped if shipped.is_file() else path
+
+
+def shipped_names() -> list[str]:
+    """The file names of the shipped configs."""
+    return sorted(p.name for p in SHIPPED.glob("*.yaml")) if SHIPPED else []
+
+
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
-    """Reads a YAML config, applies `key.path=value` overrides, validates, returns a `Config`."""
-    path = Path(path)
+    """Reads a YAML config (a path, or a shipped config's file name: `find`), applies
+    `key.path=value` overrides, validates, returns a `Config`."""
+    path = find(path)
     if not path.is_file():
-        raise UserError(f"config file not found: {path}")
+        shipped = ", ".join(shipped_names())
+        raise UserError(f"config file not found: {path} (the shipped configs: {shipped})")
     tree = parse_yaml(_read_text(path), str(path)) or {}
     if not isinstance(tree, dict):
         raise UserError(f"{path}: the top level must be a mapping of sections, got {tree!r}")

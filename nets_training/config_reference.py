@@ -16,15 +16,16 @@ from nets_training import config
 HEADER = """\
 # Config reference
 
-Every key of the YAML experiment configs, with its default. Generated from `nets_training/config.py`
-by `python -m nets_training.config_reference > docs/config.md`; a test keeps it current. A config file
-is a diff on these defaults, and `train.py --set section.key=value` overrides one key (the value
-is read as YAML: `--set optim.lr=5e-4`, `--set data.mean=[0.5,0.5,0.5]`; a mapping merges into
-the section: `--set 'optim={lr: 0.05}'` keeps the other optim keys, and `{}` empties it:
-`--set model.kwargs={}`). Unknown keys, keys written twice, wrong types and invalid values stop
-the run with the key's dotted path and what would be valid. A `null` default is filled by the
-run from the dataset or the network ([guide](guide.md#what-follows-the-dataset-and-the-network)),
-and the run's `config.yaml` says the value used.
+Every key of the YAML experiment configs, with its default. Generated from
+`nets_training/config.py` by `python -m nets_training.config_reference > docs/config.md`; a test
+keeps it current. A config file is a diff on these defaults, and `train.py --set
+section.key=value` overrides one key (the value is read as YAML: `--set optim.lr=5e-4`, `--set
+data.mean=[0.5,0.5,0.5]`; a mapping merges into the section: `--set 'optim={lr: 0.05}'` keeps the
+other optim keys, and `{}` empties it: `--set model.kwargs={}`). Unknown keys, keys written twice,
+wrong types and invalid values stop the run with the key's dotted path and what would be valid. A
+`null` default is filled by the run from the dataset or the network
+([guide](guide.md#what-follows-the-dataset-and-the-network)), and the run's `config.yaml` says the
+value used.
 """
 
 

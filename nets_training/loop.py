@@ -165,10 +165,12 @@ def with_weight_conventions(config: Config) -> Config:
     """`model.kwargs` with the constructor fields that `finetune.init_from`'s published weights
     were trained with (PyTorch's padding, ...), so the network computes what their source did."""
     init_from = config.finetune.init_from
-    if not init_from or not nets_weights.is_weight_file(init_from):
+    if not init_from or not nets_weights.is_weights(init_from):
         return config
     try:
-        kwargs = nets_weights.conventions(config.model.name, init_from, dict(config.model.kwargs))
+        kwargs = nets_weights.conventions(
+            config.model.name, init_from, dict(config.model.kwargs), nets_factory.networks_map
+        )
     except ValueError as e:
         raise UserError(f"finetune.init_from: {e}") from None
     return dataclasses.replace(config, model=dataclasses.replace(config.model, kwargs=kwargs))
@@ -220,10 +222,15 @@ def initial_state(
     variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
     fresh = []
     init_from, exclude = config.finetune.init_from, config.finetune.exclude
-    if init_from and nets_weights.is_weight_file(init_from):
+    if init_from and nets_weights.is_weights(init_from):
         try:
             variables, fresh, _ = nets_weights.fill(
-                config.model.name, init_from, train_fn, variables, exclude
+                config.model.name,
+                init_from,
+                train_fn,
+                variables,
+                nets_factory.networks_map,
+                exclude,
             )
         except ValueError as e:
             raise UserError(f"finetune.init_from: {e}") from None

@@ -1,14 +1,15 @@
-"""Published ImageNet weights in our networks: `load(name, path, ...)`, which
-`nets_factory.load_pretrained` is, and `fill`, which fine-tuning in `train.py` uses.
+"""Published ImageNet weights in our networks: the pieces `nets_factory.load_pretrained` puts
+together, and `conventions` and `fill`, which fine-tuning in `train.py` uses.
 
-The file is read (`files`), its architecture found with the conventions its weights were trained
-with (`architectures`), the network built with them, and every tensor placed into the network's
-variables (`convert`), with one-line errors for a file that does not fit.
+The weights are found (`locate`: a local file or folder, or a Hub name or URL downloaded once into
+its standard cache), read (`files`), their architecture found with the conventions they were
+trained with (`architectures`), and every tensor placed into the network's variables
+(`convert`), with one-line errors for a file that does not fit. Nothing here builds a network:
+the caller builds it (`nets_factory`) and passes it in, with the registry where names matter.
 """
 
-import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +19,86 @@ import jax.numpy as jnp
 from nets_weights import architectures, convert, files
 from nets_weights.architectures import Pretrained
 from nets_weights.convert import Architecture
-from nets_weights.files import WeightFileError, is_weight_file
+from nets_weights.files import WeightFile, WeightFileError
 
-__all__ = ["Pretrained", "WeightFileError", "conventions", "fill", "is_weight_file", "load"]
+__all__ = [
+    "Pretrained",
+    "WeightFileError",
+    "conventions",
+    "fill",
+    "find",
+    "is_weights",
+    "locate",
+    "read",
+]
 
 
-def conventions(name: str, path: str | Path, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """`kwargs` with the constructor fields the weights at `path` need; raises `ValueError` when
+def is_weights(spec: str | Path) -> bool:
+    """Whether `spec` names published weights (a weight file, a Hub folder, a Hub name or a URL)
+    rather than a training run's checkpoint."""
+    if files.is_weight_file(spec):
+        return True
+    from nets_weights import hub  # names and URLs only: local files never need it
+
+    return hub.is_weight_name(str(spec))
+
+
+def locate(spec: str | Path, revision: str | None = None) -> Path:
+    """The local file or folder of the weights `spec`: itself, or a Hub name / URL downloaded
+    into its standard cache (once: later calls, and offline ones, read the cache)."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    from nets_weights import hub
+
+    return hub.resolve(str(spec), revision=revision) if hub.is_weight_name(str(spec)) else path
+
+
+def read(spec: str | Path, revision: str | None = None) -> WeightFile:
+    """The tensors and config of the weights `spec` (`locate`)."""
+    return files.read(locate(spec, revision))
+
+
+def find(
+    name: str | None, weights: WeightFile, networks: Mapping[str, Any]
+) -> tuple[str, Architecture]:
+    """The source architecture name and `Architecture` for loading `weights` into `name` (None:
+    the network the weights' config names), in the key layout the file has. `networks` is the
+    registry (`nets_factory.networks_map`): names bound to one constructor are one network."""
+    file_arch = architectures.file_architecture(weights.config)
+    if name is None:
+        name = file_arch or _catalogued_architecture(weights)
+    source, arch = architectures.find(name, file_arch, networks)
+    return source, convert.for_keys(arch, weights.tensors)
+
+
+def _catalogued_architecture(weights: WeightFile) -> str:
+    from nets_weights import hub
+
+    arch = hub.architecture_of(weights.path.name)
+    if arch is None:
+        raise WeightFileError(
+            f"{weights.path} does not say which network it holds (no config.json): name it, "
+            f"e.g. load_pretrained('resnet50', '{weights.path}')"
+        )
+    return arch
+
+
+def conventions(
+    name: str, spec: str | Path, kwargs: dict[str, Any], networks: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`kwargs` with the constructor fields the weights `spec` need; raises `ValueError` when
     `kwargs` set one of them otherwise (the network would compute another function)."""
+    path = locate(spec)
     config = files.read_config(path)
-    source, arch = architectures.find(name, architectures.file_architecture(config))
+    source, arch = architectures.find(name, architectures.file_architecture(config), networks)
     if arch.alternatives:  # the file's keys tell its layout, whose conventions may differ
-        source, arch = _find(name, files.read(path))
-    return _conventions(source, arch, kwargs)
+        source, arch = find(name, files.read(path), networks)
+    return with_conventions(source, arch, kwargs)
 
 
-def _conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dict[str, Any]:
+def with_conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with `arch`'s conventions; a contradicting field raises `ValueError`."""
     for key, value in arch.convention.items():
         if key in kwargs and kwargs[key] != value:
             raise ValueError(
@@ -44,23 +109,34 @@ def _conventions(source: str, arch: Architecture, kwargs: dict[str, Any]) -> dic
 
 
 def fill(
-    name: str, path: str | Path, network_fn: Any, variables: dict, exclude: Sequence[str] = ()
+    name: str,
+    spec: str | Path,
+    network_fn: Any,
+    variables: dict,
+    networks: Mapping[str, Any],
+    exclude: Sequence[str] = (),
 ) -> tuple[dict, list[str], Pretrained]:
-    """`variables` (arrays, or abstract ones) with the tensors of the file at `path`.
+    """`variables` (arrays, or abstract ones) with the tensors of the weights `spec`.
 
-    `network_fn` must have been built with `conventions(name, path, ...)`. A classifier whose
+    `network_fn` must have been built with `conventions(name, spec, ...)`. A classifier whose
     class count differs from the file's keeps its values, and so does every variable whose
     `collection/path` matches a regex of `exclude`. Returns the variables, the names of those
     kept, and what the weights expect of their inputs.
     """
-    return _fill(files.read(path), name, network_fn, variables, exclude)
+    weights = read(spec)
+    source, arch = find(name, weights, networks)
+    return _fill(weights, source, arch, network_fn, variables, exclude)
 
 
 def _fill(
-    weights: files.WeightFile, name: str, network_fn: Any, variables: dict, exclude: Sequence[str]
+    weights: WeightFile,
+    source: str,
+    arch: Architecture,
+    network_fn: Any,
+    variables: dict,
+    exclude: Sequence[str],
 ) -> tuple[dict, list[str], Pretrained]:
-    source, arch = _find(name, weights)
-    file_classes = _file_classes(weights, arch)
+    file_classes = file_class_count(weights, arch)
     tensors = arch.stable(weights.tensors)
     if arch.check is not None:
         arch.check(tensors, str(weights.path))
@@ -90,52 +166,20 @@ def _fill(
     return convert.apply(steps, tensors, variables), kept, info
 
 
-def load(
-    name: str,
-    path: str | Path,
-    num_classes: int | None = None,
-    weight_decay: float = 0.0,
-    is_training: bool = False,
+def initialized(
+    weights: WeightFile,
+    source: str,
+    arch: Architecture,
+    network_fn: Any,
     rng: jax.Array | None = None,
-    **kwargs: Any,
-) -> tuple[Any, dict[str, Any]]:
-    """The network `name` with the published weights at `path`, computing what their source
-    does; `nets_factory.load_pretrained` is this function.
-
-    Args:
-      name: a registry name, or the source's architecture name where it differs (see
-        `nets_weights.architectures.ARCHITECTURES`); the network is built with the conventions the
-        weights were trained with (e.g. PyTorch's symmetric padding).
-      path: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
-        `config.json`), a torchvision `.pth` (needs torch), or a Keras Applications `.h5` (needs
-        h5py). Nothing is downloaded.
-      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
-        initialised from `rng`, for fine-tuning.
-      **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
-        the weights' convention raises.
-
-    Returns:
-      `(network_fn, variables)`: `network_fn.pretrained` says what inputs the weights expect
-      (image size, crop fraction, mean/std, interpolation) and names the classes.
-
-    Raises:
-      nets_weights.WeightFileError: the file cannot be read or does not fit the network (one line).
-      ValueError: no published weights load into `name`, or a contradicting field.
-    """
-    import nets_factory  # the door imports this package lazily; the loop closes here
-
-    weights = files.read(path)
-    source, arch = _find(name, weights)
-    kwargs = _conventions(source, arch, kwargs)
-    if num_classes is None:
-        num_classes = _file_classes(weights, arch)
-    network_fn = nets_factory.get_network_fn(
-        arch.network, num_classes, weight_decay, is_training, **kwargs
-    )
+) -> tuple[dict[str, Any], Pretrained]:
+    """The variables of `network_fn` (built with `with_conventions(source, arch, ...)`) holding
+    `weights`; a classifier of another class count than the file's is initialised from `rng` as
+    `init` would. Only that classifier is computed: the rest is traced abstractly."""
     size = network_fn.default_image_size
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    variables, kept, info = _fill(weights, name, network_fn, abstract, ())
+    variables, kept, info = _fill(weights, source, arch, network_fn, abstract, ())
     if kept:  # a new classifier: initialised as `init` would
         fresh = jax.jit(network_fn.init)(rng if rng is not None else jax.random.key(0), images)
         variables = jax.tree.map(
@@ -143,17 +187,11 @@ def load(
             variables,
             fresh,
         )
-    network_fn = dataclasses.replace(network_fn, pretrained=info)
-    return network_fn, jax.tree.map(jnp.asarray, variables)
+    return jax.tree.map(jnp.asarray, variables), info
 
 
-def _find(name: str, weights: files.WeightFile) -> tuple[str, Architecture]:
-    """The architecture for `name` and the file's config, in the key layout the file has."""
-    source, arch = architectures.find(name, architectures.file_architecture(weights.config))
-    return source, convert.for_keys(arch, weights.tensors)
-
-
-def _file_classes(weights: files.WeightFile, arch: Architecture) -> int:
+def file_class_count(weights: WeightFile, arch: Architecture) -> int:
+    """The number of classes of the file's classifier; one line when it has none."""
     key, tensors = arch.head_kernel, arch.stable(weights.tensors)
     if key not in tensors:
         names = architectures.names_for(arch.network, weights.tensors)

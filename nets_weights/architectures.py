@@ -71,30 +71,31 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
-def find(name: str, file_architecture: str | None) -> tuple[str, Architecture]:
-    """The architecture for `load_pretrained(name, ...)`, checked against the file's config."""
+def find(
+    name: str, file_architecture: str | None, networks: Mapping[str, Any]
+) -> tuple[str, Architecture]:
+    """The architecture for loading a file whose config names `file_architecture` into `name`.
+    `networks` is the registry: a file of one network loads under any name bound to the same
+    constructor (torchvision's `swin_t` and timm's `swin_tiny_patch4_window7_224`, DeiT's and
+    ViT's), with its own file's conventions."""
     if name not in ARCHITECTURES:
         known = ", ".join(sorted(ARCHITECTURES))
         raise ValueError(f"no published weights load into {name!r} yet; those that do: {known}")
     # A name with a tag (`inception_v3.tf_in1k`) says which weights an untagged config's are.
     if file_architecture is not None and not name.startswith(f"{file_architecture}."):
         theirs = ARCHITECTURES.get(file_architecture)
-        if theirs is None or not _one_network(theirs.network, ARCHITECTURES[name].network):
+        ours = ARCHITECTURES[name].network
+        constructor = networks.get(ours)
+        one_network = theirs is not None and (
+            theirs.network == ours
+            or (constructor is not None and networks.get(theirs.network) is constructor)
+        )
+        if not one_network:
             raise WeightFileError(
                 f"the file's config.json is for {file_architecture!r}, not {name!r}"
             )
         name = file_architecture
     return name, ARCHITECTURES[name]
-
-
-def _one_network(a: str, b: str) -> bool:
-    """Whether two registry names build one network: the same name, or names bound to the same
-    constructor (torchvision's `swin_t` and timm's `swin_tiny_patch4_window7_224`, DeiT's and
-    ViT's), so a file of either loads under the other, with its own file's conventions."""
-    import nets_factory  # lazily: nets_factory imports this package
-
-    constructor = nets_factory.networks_map.get(a)
-    return a == b or (constructor is not None and constructor is nets_factory.networks_map.get(b))
 
 
 def names_for(network: str, keys: Collection[str]) -> list[str]:

@@ -21,7 +21,7 @@ SERVE = """
 import importlib.abc, sys
 class Refuse(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"nets", "nets_factory", "nets_weights", "nets_training", "nets_inference", "nets_cli"}:
+        if name.split(".")[0].startswith("nets"):
             raise ImportError(f"the artifact needed {name}")
 sys.meta_path.insert(0, Refuse())
 import jax, numpy as np

@@ -10,6 +10,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+from nets_weights.architectures import ARCHITECTURES
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 SMALL_REGNET = {"w0": 8, "wa": 8.0, "wm": 2.0, "depth": 6, "group_width": 8, "stem_width": 8}
@@ -76,7 +77,7 @@ def test_torchvisions_old_densenet_keys_load(tmp_path):
 def test_pycls_and_torchvision_widths_are_other_networks():
     """timm's `regnetx_004` holds pycls's weights (its last stage 384 wide), `regnetx_004_tv`
     torchvision's (400 wide): each goes to our network of its widths."""
-    table = nets_factory.pretrained.architectures.ARCHITECTURES
+    table = ARCHITECTURES
     assert table["regnetx_004"].network == "regnetx_004"
     assert table["regnetx_004_tv"].network == "regnet_x_400mf"
     assert nets_factory.get_network_fn("regnetx_004", 10).module.stages[-1].width == 384

@@ -87,11 +87,15 @@ def test_torchvision_weights_load_with_their_conventions_and_without_aux_heads()
         params["Logits"]["Conv2d_1c_1x1"]["kernel"], tensors["fc.weight"].T[None, None]
     )
     # Fine-tuning to 3 classes: only the classifier is left to initialise.
-    kwargs = nets_weights.conventions("inception_v3", PARITY / "inception_v3", dict(V3))
+    kwargs = nets_weights.conventions(
+        "inception_v3", PARITY / "inception_v3", dict(V3), nets_factory.networks_map
+    )
     network_fn = nets_factory.get_network_fn("inception_v3", 3, is_training=True, **kwargs)
     images = jax.ShapeDtypeStruct((1, 107, 107, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    _, kept, _ = nets_weights.fill("inception_v3", PARITY / "inception_v3", network_fn, abstract)
+    _, kept, _ = nets_weights.fill(
+        "inception_v3", PARITY / "inception_v3", network_fn, abstract, nets_factory.networks_map
+    )
     assert sorted(kept) == [
         "params/Logits/Conv2d_1c_1x1/bias",
         "params/Logits/Conv2d_1c_1x1/kernel",
@@ -106,7 +110,9 @@ def test_the_tag_or_the_name_picks_slims_conventions(tmp_path):
     tf = PARITY / "inception_v3_tf"
 
     def pools_count_padding(name, path):
-        return nets_weights.conventions(name, path, {})["count_include_pad"]
+        return nets_weights.conventions(name, path, {}, nets_factory.networks_map)[
+            "count_include_pad"
+        ]
 
     assert pools_count_padding("inception_v3", tf) is False  # timm's tag in config.json
     bare = tmp_path / "model.safetensors"  # no config.json: the name decides
@@ -119,7 +125,9 @@ def test_the_tag_or_the_name_picks_slims_conventions(tmp_path):
     assert pools_count_padding("inception_v3.tf_in1k", untagged) is False
     assert pools_count_padding("inception_v3", untagged) is True
     with pytest.raises(nets_weights.WeightFileError, match=r"config.json is for 'googlenet'"):
-        nets_weights.conventions("inception_v3.tf_in1k", PARITY / "googlenet", {})
+        nets_weights.conventions(
+            "inception_v3.tf_in1k", PARITY / "googlenet", {}, nets_factory.networks_map
+        )
 
 
 def test_googlenet_aux_heads_load_when_asked_for_and_fine_tuning_replaces_the_head():
@@ -135,7 +143,9 @@ def test_googlenet_aux_heads_load_when_asked_for_and_fine_tuning_replaces_the_he
     network_fn = nets_factory.get_network_fn("googlenet", 10, aux_logits=True, **kwargs)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    filled, kept, _ = nets_weights.fill("googlenet", PARITY / "googlenet", network_fn, abstract)
+    filled, kept, _ = nets_weights.fill(
+        "googlenet", PARITY / "googlenet", network_fn, abstract, nets_factory.networks_map
+    )
     assert kept == []
     np.testing.assert_array_equal(
         filled["params"]["aux2"]["fc1"]["kernel"], tensors["aux2.fc1.weight"].T
@@ -143,5 +153,7 @@ def test_googlenet_aux_heads_load_when_asked_for_and_fine_tuning_replaces_the_he
     # A new class count: the classifier (and GoogLeNet's auxiliary ones, left out) are dropped.
     network_fn = nets_factory.get_network_fn("googlenet", 3, **kwargs)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    _, kept, _ = nets_weights.fill("googlenet", PARITY / "googlenet", network_fn, abstract)
+    _, kept, _ = nets_weights.fill(
+        "googlenet", PARITY / "googlenet", network_fn, abstract, nets_factory.networks_map
+    )
     assert sorted(kept) == ["params/fc/bias", "params/fc/kernel"]

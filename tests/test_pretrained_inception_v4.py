@@ -78,7 +78,7 @@ def torch_to_ours(tensor):
 @pytest.mark.parametrize("name", sorted(THIN))
 def test_names_pair_up_and_the_conventions_are_timms(name):
     path = PARITY / name
-    kwargs = nets_weights.conventions(name, path, dict(THIN[name]))
+    kwargs = nets_weights.conventions(name, path, dict(THIN[name]), nets_factory.networks_map)
     assert {k: kwargs[k] for k in ("batch_norm_scale", "count_include_pad")} == {
         "batch_norm_scale": True,  # the port's BatchNorm scale (ones in the published files)
         "count_include_pad": False,  # TensorFlow's pools, which timm's write out
@@ -87,7 +87,9 @@ def test_names_pair_up_and_the_conventions_are_timms(name):
     network_fn = nets_factory.get_network_fn(name, 10, **kwargs)
     images = jax.ShapeDtypeStruct((1, 75, 75, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    filled, kept, info = nets_weights.fill(name, path, network_fn, abstract)
+    filled, kept, info = nets_weights.fill(
+        name, path, network_fn, abstract, nets_factory.networks_map
+    )
     assert kept == [] and info.class_names == ()  # 10 classes: no ImageNet names
     crop = {"inception_v4": 0.875, "inception_resnet_v2": 0.8975}[name]
     assert (info.image_size, info.crop_fraction, info.interpolation) == (299, crop, "bicubic")
@@ -102,7 +104,7 @@ def test_names_pair_up_and_the_conventions_are_timms(name):
     # Fine-tuning to 3 classes: only the classifier is left to initialise.
     network_fn = nets_factory.get_network_fn(name, 3, is_training=True, **kwargs)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    _, kept, _ = nets_weights.fill(name, path, network_fn, abstract)
+    _, kept, _ = nets_weights.fill(name, path, network_fn, abstract, nets_factory.networks_map)
     assert sorted(kept) == ["params/Logits/Logits/bias", "params/Logits/Logits/kernel"]
     with pytest.raises(ValueError, match=r"count_include_pad=False; count_include_pad=True"):
         nets_factory.load_pretrained(name, path, count_include_pad=True, **THIN[name])

@@ -174,7 +174,10 @@ def test_dense_predictions_fill_our_1x1_logits_convolution():
 def test_timm_and_torchvision_conventions_raise_and_compute_another_function():
     case = "keras_inception_v3"
     # The registry name reads the file's keys: Keras's conventions, not timm's.
-    assert nets_weights.conventions("inception_v3", fixture(case), {}) == SLIM
+    assert (
+        nets_weights.conventions("inception_v3", fixture(case), {}, nets_factory.networks_map)
+        == SLIM
+    )
     for change in ({"batch_norm_scale": True}, {"count_include_pad": True}):
         key, value = next(iter(change.items()))
         with pytest.raises(ValueError, match=rf"trained with {key}=False; {key}={value}"):

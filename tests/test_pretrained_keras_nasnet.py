@@ -96,7 +96,9 @@ def test_nasnet_large_takes_timms_files_and_kerass():
     assert keras_large is architectures.ARCHITECTURES["keras_nasnet_large"]
     assert keras_large.framework is convert.KERAS
     # Fine-tuning (`train.py`) builds the network from the conventions of the file's layout.
-    fields = nets_weights.conventions("nasnet_large", path("keras_nasnet_large"), {})
+    fields = nets_weights.conventions(
+        "nasnet_large", path("keras_nasnet_large"), {}, nets_factory.networks_map
+    )
     assert fields["strided_pool_padding"] == "ZEROS"
 
 

@@ -57,7 +57,12 @@ def test_maps_larger_than_7x7_follow_the_files_library(case, larger_maps, other)
     # timm slides fc6 over a 10x10 map and averages; torchvision pools a 9x9 map to 7x7 first.
     path = FIXTURES / "parity" / case
     name, kwargs = PARITY[case]
-    assert nets_weights.conventions(name, path, {}).get("larger_maps", "pool") == larger_maps
+    assert (
+        nets_weights.conventions(name, path, {}, nets_factory.networks_map).get(
+            "larger_maps", "pool"
+        )
+        == larger_maps
+    )
     network_fn, variables = load(case)
     assert network_fn.module.larger_maps == larger_maps
     wrong_fn = nets_factory.get_network_fn(name, 10, larger_maps=other, **kwargs)

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 import nets_factory
-from tests.helpers import TINY_NETWORK
 from nets_training.workdir import LOCK_FILE
+from tests.helpers import TINY_NETWORK
 
 ROOT = Path(__file__).parent.parent
 STEPS = 12

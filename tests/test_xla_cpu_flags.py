@@ -1,4 +1,4 @@
-"""nets_training.xla_cpu_flags: XLA:CPU's convolutions off YNNPACK, never over the user's XLA_FLAGS."""
+"""nets_training.xla_cpu_flags: XLA:CPU's convolutions off YNNPACK, never over XLA_FLAGS."""
 
 import os
 import subprocess

@@ -1,0 +1,81 @@
+"""Evaluates a training run's checkpoints, or published weights, on a config's eval split
+(`nets-eval` when installed, `python eval.py` in a checkout).
+
+    nets-eval --workdir=runs/r50                      # the run's newest checkpoint
+    nets-eval --workdir=runs/r50 --step=900 --no-ema
+    nets-eval --workdir=runs/r50 --watch              # each new checkpoint, until the last step
+    nets-eval --weights=resnet50.a1_in1k \\
+        --config=configs/imagenet_resnet50.yaml       # with the weights' own preprocessing
+
+A run's evaluation prints one line and appends a record to `<workdir>/eval.jsonl`: loss,
+top-1, top-5, images, seconds. Every device JAX sees is used, as in training. Errors are one
+line on stderr.
+"""
+
+import sys
+from pathlib import Path
+
+from absl import flags
+
+from nets_cli import common
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
+_STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
+_EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
+_WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
+_POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
+_MODEL = flags.DEFINE_string(
+    "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
+)
+_WEIGHTS = flags.DEFINE_string(
+    "weights", None, "Published weights: a file, a Hub folder, a Hub name or a URL."
+)
+_CONFIG = flags.DEFINE_string("config", None, "With --weights: the YAML config whose data to use.")
+_SET = flags.DEFINE_multi_string("set", [], "With --config: key.path=value overrides.")
+
+
+def main(argv: list[str]) -> None:
+    common.start(argv)
+    from nets_inference import evaluate
+    from nets_training import config
+    from nets_training.errors import UserError
+
+    try:
+        common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
+        if _WEIGHTS.value:
+            if not _CONFIG.value:
+                raise UserError("--weights needs --config (the data to evaluate on)")
+            cfg = config.load(Path(_CONFIG.value), _SET.value)
+            records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]
+            append = lambda record: None  # noqa: E731 (no run folder to keep it in)
+        else:
+            evaluator = evaluate.build(_WORKDIR.value)
+            append = evaluator.append
+            if _WATCH.value:
+                records = evaluate.watch(evaluator, _EMA.value, _POLL.value)
+            else:
+                steps = evaluator.checkpoint_steps()
+                if _STEP.value is None and not steps:
+                    raise UserError(f"--workdir {_WORKDIR.value}: no checkpoint there yet")
+                step = steps[-1] if _STEP.value is None else _STEP.value
+                records = [evaluator.evaluate(step, _EMA.value)]
+        for record in records:
+            append(record)
+            what = f"step {record['step']}" if "step" in record else record["weights"]
+            print(
+                f"{what}: eval loss {record['eval/loss']:.4f}, "
+                f"top-1 {100 * record['eval/top1']:.2f}%, top-5 {100 * record['eval/top5']:.2f}% "
+                f"on {record['eval/images']} images in {record['eval/seconds']:.1f} s"
+            )
+    except (UserError, ValueError) as e:
+        print(f"{common.program()}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run() -> None:
+    """The `nets-eval` console script."""
+    common.run(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

@@ -418,6 +418,7 @@ def load_pretrained(
     rng: jax.Array | None = None,
     *,
     revision: str | None = None,
+    local_files_only: bool = False,
     **kwargs: Any,
 ) -> tuple[NetworkFn, dict[str, Any]]:
     """A network of the registry holding published weights, computing what their source does.
@@ -442,6 +443,7 @@ def load_pretrained(
       num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
         initialised from `rng`, for fine-tuning.
       revision: a Hub branch, tag or commit to pin.
+      local_files_only: use the Hub's cache alone, never the network (as `HF_HUB_OFFLINE=1`).
       **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
         the weights' convention raises.
 
@@ -456,7 +458,7 @@ def load_pretrained(
     """
     if weights is None:  # the name names the weights
         name, weights = None, name
-    file = nets_weights.read(weights, revision)
+    file = nets_weights.read(weights, revision, local_files_only)
     source, arch = nets_weights.find(name, file, networks_map)
     kwargs = nets_weights.with_conventions(source, arch, kwargs)
     if num_classes is None:

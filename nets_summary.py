@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 import nets_factory
 from nets import features
+from nets_weights import catalogue
 from nets_weights.architectures import ARCHITECTURES
 
 
@@ -150,6 +151,10 @@ def describe(name: str) -> str:
     lines.append(
         "published weights (nets_factory.load_pretrained): " + (", ".join(sources) or "none yet")
     )
+    named = catalogue.for_network(name, nets_factory.networks_map)
+    if named:
+        lines.append(f"weights by name ({len(named)}; load_pretrained('<name>') downloads one):")
+        lines += [f"  {weights}" for weights in named]
     return "\n".join(lines)
 
 

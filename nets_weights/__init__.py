@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nets_weights import architectures, convert, files
+from nets_weights import architectures, catalogue, convert, files, hub, urls
 from nets_weights.architectures import Pretrained
 from nets_weights.convert import Architecture
 from nets_weights.files import WeightFile, WeightFileError
@@ -36,27 +36,31 @@ __all__ = [
 def is_weights(spec: str | Path) -> bool:
     """Whether `spec` names published weights (a weight file, a Hub folder, a Hub name or a URL)
     rather than a training run's checkpoint."""
-    if files.is_weight_file(spec):
-        return True
-    from nets_weights import hub  # names and URLs only: local files never need it
-
-    return hub.is_weight_name(str(spec))
+    if Path(spec).expanduser().exists():
+        return files.is_weight_file(spec)
+    return urls.is_url(str(spec)) or hub.is_hub_name(str(spec))
 
 
-def locate(spec: str | Path, revision: str | None = None) -> Path:
-    """The local file or folder of the weights `spec`: itself, or a Hub name / URL downloaded
-    into its standard cache (once: later calls, and offline ones, read the cache)."""
+def locate(spec: str | Path, revision: str | None = None, local_files_only: bool = False) -> Path:
+    """The local file or folder of the weights `spec`: itself, or a URL (`urls`) or Hub name
+    (`hub`) downloaded into its standard cache once (later calls, and offline ones, read the
+    cache). `revision` pins a Hub branch, tag or commit; `local_files_only` forbids the Hub's
+    network."""
     path = Path(spec).expanduser()
     if path.exists():
         return path
-    from nets_weights import hub
+    if urls.is_url(str(spec)):
+        return urls.download(str(spec))
+    if hub.is_hub_name(str(spec)):
+        return hub.download(str(spec), revision, local_files_only)
+    return path
 
-    return hub.resolve(str(spec), revision=revision) if hub.is_weight_name(str(spec)) else path
 
-
-def read(spec: str | Path, revision: str | None = None) -> WeightFile:
+def read(
+    spec: str | Path, revision: str | None = None, local_files_only: bool = False
+) -> WeightFile:
     """The tensors and config of the weights `spec` (`locate`)."""
-    return files.read(locate(spec, revision))
+    return files.read(locate(spec, revision, local_files_only))
 
 
 def find(
@@ -73,9 +77,9 @@ def find(
 
 
 def _catalogued_architecture(weights: WeightFile) -> str:
-    from nets_weights import hub
-
-    arch = hub.architecture_of(weights.path.name)
+    """The architecture of a file without a config (a torchvision or Keras download), by the
+    published file name."""
+    arch = catalogue.architecture_of(weights.path.name)
     if arch is None:
         raise WeightFileError(
             f"{weights.path} does not say which network it holds (no config.json): name it, "

@@ -66,7 +66,9 @@ def test_the_wheel_ships_every_module_and_only_named_top_levels(installed, tmp_p
         "    assert importlib.util.find_spec(m), m\n"
         "    if not m.startswith('nets_cli.'): importlib.import_module(m)\n"
     )
-    run(installed / "python", "-c", code, *first_party_modules(), cwd=tmp_path)
+    # The wheel, and this environment's install (`pip install -e .`, as the README says).
+    for python in (installed / "python", sys.executable):
+        run(python, "-c", code, *first_party_modules(), cwd=tmp_path)
     site = run(
         installed / "python",
         "-c",

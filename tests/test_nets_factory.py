@@ -297,6 +297,9 @@ def test_describe_and_table_run_without_allocating():
     assert "25,557,032" in live and live.splitlines()[1].endswith("  resnet50")  # its weights
     assert "published weights (nets_factory.load_pretrained): resnet50" in text
     assert "feature pyramid (NetworkFn.feature_info): conv_init /2 64, block1 /4 256," in text
+    named = text.split("weights by name (")[1].splitlines()[1:]  # one a line, downloadable
+    assert "  resnet50.a1_in1k" in named
+    assert "  https://download.pytorch.org/models/resnet50-11ad3fa6.pth" in named
 
 
 def runs_at(fn, size):

@@ -1,0 +1,121 @@
+"""nets_weights.catalogue: the published weights by name (catalogue.tsv, written by
+tools/catalogue.py), read without the network: every row loads as a known architecture, every
+download can be checked, and a file is recognised by its name alone."""
+
+import re
+from collections import Counter
+
+import pytest
+
+import nets_factory
+from nets_weights import catalogue
+from nets_weights.architectures import ARCHITECTURES
+
+ENTRIES = catalogue.entries()
+TORCHVISION = [e for e in ENTRIES if e.weights.startswith("https://download.pytorch.org/")]
+KERAS = [e for e in ENTRIES if e.weights.startswith("https://storage.googleapis.com/")]
+TIMM = [e for e in ENTRIES if "/" not in e.weights]
+RESNET18 = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
+INCEPTION_V3_KERAS = (
+    "https://storage.googleapis.com/tensorflow/keras-applications/inception_v3/"
+    "inception_v3_weights_tf_dim_ordering_tf_kernels.h5"
+)
+
+
+def test_every_row_is_of_one_source_and_loads_as_a_known_architecture():
+    assert len(TIMM) + len(TORCHVISION) + len(KERAS) == len(ENTRIES)
+    assert {e.architecture for e in ENTRIES} <= set(ARCHITECTURES)
+    assert len({e.weights for e in ENTRIES}) == len(ENTRIES)
+    # A downloaded file is recognised by its basename: no two published files share one.
+    names = [e.weights.rsplit("/", 1)[1] for e in TORCHVISION + KERAS]
+    assert len(set(names)) == len(names)
+
+
+def test_row_counts():
+    # tools/catalogue.py's run on timm 1.0.31, torchvision 0.29.1, keras 3.16.0 / tf-keras 2.21.0:
+    # 248 + 82 + 61. A new release may add some; a large drop means a broken generator.
+    assert len(TIMM) >= 240 and len(TORCHVISION) >= 80
+    # Keras's files by folder: MobileNet 4 widths x 4 sizes, V2 0.35 and 1.0 x 5 sizes and 1.4
+    # at 224, DenseNet 121/169/201, EfficientNet B0-B7 (in the bucket's root), V2 S/M/L, ...
+    folders = Counter(e.weights.split("/")[-2] for e in KERAS)
+    assert folders == {
+        "mobilenet": 16,
+        "mobilenet_v2": 11,
+        "inception_v3": 1,
+        "inception_resnet_v2": 1,
+        "nasnet": 2,
+        "densenet": 3,
+        "keras-applications": 8,
+        "efficientnet_v2": 3,
+        "convnext": 4,
+        "regnet": 12,
+    }
+
+
+def test_every_network_with_an_architecture_has_published_weights():
+    networks = {arch.network for arch in ARCHITECTURES.values()}
+    catalogued = {ARCHITECTURES[e.architecture].network for e in ENTRIES}
+    # timm's own efficientnetv2_* have untrained configs only; Keras's and torchvision's V2
+    # files load into other networks (tf_efficientnetv2_*, efficientnet_v2_*).
+    assert networks - catalogued == {"efficientnetv2_s", "efficientnetv2_m", "efficientnetv2_l"}
+
+
+def test_timm_names_are_hub_repositories_the_hub_checks():
+    assert all(re.fullmatch(r"[a-z0-9_]+\.[a-z0-9_]+", e.weights) for e in TIMM)
+    assert not any(e.hash for e in TIMM)
+
+
+def test_torchvision_files_carry_their_hash_prefix():
+    for entry in TORCHVISION:
+        assert re.search(r"-[0-9a-f]{8,}\.pth$", entry.weights), entry.weights
+        assert entry.hash == "" and catalogue.hash_of(entry.weights) is None
+
+
+def test_keras_files_have_keras_hash_but_mobilenets():
+    for entry in KERAS:
+        assert entry.weights.endswith(".h5") and "notop" not in entry.weights
+        if re.search(r"/mobilenet(_v2)?/", entry.weights):  # Keras checks no MobileNet file
+            assert entry.hash == ""
+        else:
+            algorithm, digest = catalogue.hash_of(entry.weights)
+            assert {"md5": 32, "sha256": 64}[algorithm] == len(digest), entry
+            assert re.fullmatch(r"[0-9a-f]+", digest)
+    assert catalogue.hash_of(INCEPTION_V3_KERAS) == ("md5", "9a0d58056eeedaa3f26cb7ebd46da564")
+
+
+def test_weights_for_a_network_include_every_source_and_twins():
+    named = catalogue.for_network("resnet50", nets_factory.networks_map)
+    torchvision = [e.weights for e in TORCHVISION if "/resnet50-" in e.weights]
+    assert "resnet50.a1_in1k" in named and len(torchvision) == 2
+    assert set(torchvision) <= set(named)
+    assert all(ARCHITECTURES[catalogue.architecture_of(w)].network == "resnet50" for w in named)
+    # DeiT's weights load into our ViT: one constructor under both names.
+    assert "deit_base_patch16_224.fb_in1k" in catalogue.for_network(
+        "vit_base_patch16_224", nets_factory.networks_map
+    )
+    # Keras's files name our registry's networks through their own keys.
+    assert INCEPTION_V3_KERAS in catalogue.for_network("inception_v3", nets_factory.networks_map)
+    assert catalogue.for_network("no_such_network", nets_factory.networks_map) == []
+
+
+@pytest.mark.parametrize(
+    ("weights", "architecture"),
+    [
+        ("resnet50.a1_in1k", "resnet50"),
+        ("inception_v3.tf_in1k", "inception_v3.tf_in1k"),  # timm's tagged key
+        (RESNET18, "resnet18"),
+        ("resnet18-f37072fd.pth", "resnet18"),
+        ("/root/.cache/torch/hub/checkpoints/resnet18-f37072fd.pth", "resnet18"),
+        ("NASNet-mobile.h5", "keras_nasnet_mobile"),
+        (INCEPTION_V3_KERAS, "keras_inception_v3"),
+        ("resnet18-00000000.pth", None),
+        ("resnet50.no_such_tag", None),
+    ],
+)
+def test_architecture_of_a_name_url_or_file(weights, architecture):
+    assert catalogue.architecture_of(weights) == architecture
+
+
+def test_entries_are_a_copy():
+    catalogue.entries().clear()
+    assert catalogue.entries() == ENTRIES

@@ -50,7 +50,9 @@ def download(spec: str, revision: str | None = None, local_files_only: bool = Fa
     downloaded once into the Hub's cache."""
     try:
         import huggingface_hub
-        from huggingface_hub import constants, errors  # noqa: F401 (lazy attributes otherwise)
+        # Imported now, not lazily inside the download: importing the client's logging sets its
+        # level, which `_client_quiet` must set after.
+        from huggingface_hub import constants, errors, file_download  # noqa: F401
     except ImportError:
         raise WeightFileError(
             f"{spec!r} names weights on the Hugging Face Hub, and huggingface_hub is not "

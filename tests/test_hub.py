@@ -175,3 +175,17 @@ def test_each_library_cache_holds_its_own_files(monkeypatch, tmp_path):
     assert urls.cache_folder("resnet18-f37072fd.pth") == tmp_path / "torch/hub/checkpoints"
     assert urls.cache_folder("mobilenet_1_0_224_tf.h5") == tmp_path / "keras/models"
     assert urls.expected_hash("https://x/resnet18-f37072fd.pth") == ("sha256", "f37072fd")
+
+
+def test_a_keras_file_is_checked_against_its_registry_hash(hub, tmp_path, monkeypatch):
+    data = (FIXTURES / "parity" / "keras_mobilenet" / "model.h5").read_bytes()
+    hub.files["mobilenet_1_0_224_tf.h5"] = data
+    url = f"{hub.url}/files/mobilenet_1_0_224_tf.h5"
+    folder = tmp_path / "keras_home" / "models"
+    registry = {url: ("md5", "0" * 32)}  # as catalogue.tsv gives Keras's own hashes
+    monkeypatch.setattr(urls.catalogue, "hash_of", registry.get)
+    with pytest.raises(WeightFileError, match=r"md5 [0-9a-f]{32} is not the published 0{32}"):
+        urls.download(url)
+    assert os.listdir(folder) == []
+    registry[url] = ("md5", hashlib.md5(data).hexdigest())
+    assert urls.download(url) == folder / "mobilenet_1_0_224_tf.h5"

@@ -65,6 +65,9 @@ def test_the_wheel_ships_every_module_and_only_named_top_levels(installed, tmp_p
         "for m in sys.argv[1:]:\n"
         "    assert importlib.util.find_spec(m), m\n"
         "    if not m.startswith('nets_cli.'): importlib.import_module(m)\n"
+        "from nets_weights import catalogue, architectures\n"  # their package data
+        "assert catalogue.architecture_of('resnet50.a1_in1k') == 'resnet50'\n"
+        "assert len(architectures.imagenet_class_names()) == 1000\n"
     )
     # The wheel, and this environment's install (`pip install -e .`, as the README says).
     for python in (installed / "python", sys.executable):

@@ -27,3 +27,10 @@ def test_readme_links_resolve():
     readme = (ROOT / "README.md").read_text()
     for target in ("docs/guide.md", "docs/networks.md", "docs/config.md"):
         assert f"]({target})" in readme and (ROOT / target).is_file(), target
+
+
+def test_readme_counts_the_registry():
+    import nets_factory
+
+    readme = (ROOT / "README.md").read_text()
+    assert f"{len(nets_factory.networks_map)} image-classification networks" in readme

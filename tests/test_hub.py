@@ -16,6 +16,7 @@ from huggingface_hub.utils import _http as hf_http
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+import nets_weights
 from nets_weights import WeightFileError, urls
 from tests.local_hub import LocalHub
 from tests.test_pretrained import FIXTURES, expected, relative_error
@@ -189,3 +190,27 @@ def test_a_keras_file_is_checked_against_its_registry_hash(hub, tmp_path, monkey
     assert os.listdir(folder) == []
     registry[url] = ("md5", hashlib.md5(data).hexdigest())
     assert urls.download(url) == folder / "mobilenet_1_0_224_tf.h5"
+
+
+def test_fine_tuning_starts_from_weights_by_name(hub):
+    from nets_training import config, loop
+
+    cfg = config.load(
+        config.DEFAULT,
+        [
+            "model.name=resnet18",
+            "model.kwargs={stage_sizes: [2, 1, 1, 1], num_filters: 8}",
+            "finetune.init_from=resnet18.a1_in1k",
+        ],
+    )
+    cfg = loop.with_weight_conventions(cfg)
+    assert cfg.model.kwargs["padding"] == "SYMMETRIC"  # the weights' convention, by name
+    train_fn = nets_factory.get_network_fn("resnet18", 10, is_training=True, **cfg.model.kwargs)
+    images = jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
+    abstract = jax.eval_shape(train_fn.init, jax.random.key(0), images)
+    filled, fresh, _ = nets_weights.fill(
+        "resnet18", "resnet18.a1_in1k", train_fn, abstract, nets_factory.networks_map
+    )
+    _, reference = nets_factory.load_pretrained("resnet18.a1_in1k", **SMALL)
+    assert fresh == [] and sorted(hub.downloads.values()) == [1, 1]
+    jax.tree.map(np.testing.assert_array_equal, filled, reference)

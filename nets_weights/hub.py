@@ -50,6 +50,7 @@ def download(spec: str, revision: str | None = None, local_files_only: bool = Fa
     downloaded once into the Hub's cache."""
     try:
         import huggingface_hub
+
         # Imported now, not lazily inside the download: importing the client's logging sets its
         # level, which `_client_quiet` must set after.
         from huggingface_hub import constants, errors, file_download  # noqa: F401

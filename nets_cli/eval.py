@@ -2,7 +2,7 @@
 (`nets-eval` when installed, `python eval.py` in a checkout).
 
     nets-eval --workdir=runs/r50                      # the run's newest checkpoint
-    nets-eval --workdir=runs/r50 --step=900 --no-ema
+    nets-eval --workdir=runs/r50 --step=900 --noema
     nets-eval --workdir=runs/r50 --watch              # each new checkpoint, until the last step
     nets-eval --weights=resnet50.a1_in1k \\
         --config=configs/imagenet_resnet50.yaml       # with the weights' own preprocessing
@@ -40,6 +40,7 @@ def main(argv: list[str]) -> None:
     from nets_training import config
     from nets_training.errors import UserError
 
+    exit_code = 0
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         if _WEIGHTS.value:
@@ -60,16 +61,26 @@ def main(argv: list[str]) -> None:
                 step = steps[-1] if _STEP.value is None else _STEP.value
                 records = [evaluator.evaluate(step, _EMA.value)]
         for record in records:
-            append(record)
             what = f"step {record['step']}" if "step" in record else record["weights"]
             print(
                 f"{what}: eval loss {record['eval/loss']:.4f}, "
                 f"top-1 {100 * record['eval/top1']:.2f}%, top-5 {100 * record['eval/top5']:.2f}% "
-                f"on {record['eval/images']} images in {record['eval/seconds']:.1f} s"
+                f"on {record['eval/images']} images in {record['eval/seconds']:.1f} s",
+                flush=True,
             )
+            try:  # the figures are out first: a read-only or full disk loses only the record
+                append(record)
+            except OSError as e:
+                where = e.filename or _WORKDIR.value
+                print(
+                    f"{common.program()}: the record was not written ({where}: {e.strerror or e})",
+                    file=sys.stderr,
+                )
+                exit_code = 1
     except (UserError, ValueError) as e:
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(2)
+    sys.exit(exit_code)
 
 
 def run() -> None:

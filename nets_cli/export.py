@@ -3,7 +3,7 @@
 (`nets-export` when installed, `python export.py` in a checkout).
 
     nets-export --workdir=runs/r50 --out=r50.jaxexport          # the newest checkpoint
-    nets-export --workdir=runs/r50 --step=900 --no-ema --out=r50-900.jaxexport
+    nets-export --workdir=runs/r50 --step=900 --noema --out=r50-900.jaxexport
     nets-export --weights=resnet50.a1_in1k --out=r50.jaxexport  # published weights, by name
     nets-export ... --input_dtype=float32 --probabilities --platforms=cpu,cuda
 

@@ -41,9 +41,17 @@ def test_a_checkpoint_evaluates_as_the_run_did(workdir):
     assert record["eval/images"] == 360 and record["ema"] is False
     assert result.stdout.startswith(f"step 3: eval loss {own['eval/loss']:.4f}, top-1 ")
 
+    # Another step, where the record cannot be written (a read-only or full disk): the figures
+    # are printed all the same, and the record's loss is one line.
+    (workdir / "eval.jsonl").rename(workdir / "kept.jsonl")
+    (workdir / "eval.jsonl").mkdir()
     earlier = run(f"--workdir={workdir}", "--step=2")
-    assert earlier.returncode == 0, earlier.stderr
-    assert [r["step"] for r in lines(workdir / "eval.jsonl")] == [3, 2]
+    (workdir / "eval.jsonl").rmdir()
+    (workdir / "kept.jsonl").rename(workdir / "eval.jsonl")
+    assert earlier.returncode == 1 and earlier.stdout.startswith("step 2: eval loss ")
+    assert earlier.stderr == (
+        f"eval.py: the record was not written ({workdir / 'eval.jsonl'}: Is a directory)\n"
+    )
 
 
 def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
@@ -79,7 +87,7 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
         (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # kept: steps 1..3
         (
             ["--weights=w.safetensors", "--model=resnet50"],
-            "--weights needs --model and --config (the data to evaluate on)",
+            "--weights needs --config (the data to evaluate on)",
         ),
     ],
 )

@@ -9,6 +9,7 @@ the Flax documentation's recommended API for new code, on top of our Linen modul
     variables = nets_nnx.to_linen_variables(model)            # back to {'params', 'batch_stats'}
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -51,6 +52,12 @@ class Network(nnx.Module):
 def to_nnx(network_fn: Any, variables: dict[str, Any], seed: int = 0) -> Network:
     """`network_fn` (from `get_network_fn` or `load_pretrained`) with `variables` as an NNX
     module; `seed` seeds its dropout stream."""
+    if not isinstance(variables, Mapping) or "params" not in variables:
+        got = type(variables).__name__ if not isinstance(variables, Mapping) else list(variables)
+        raise TypeError(
+            f"to_nnx needs the network's variables, {{'params': ...}} as `init` or "
+            f"`load_pretrained` return them; got {got}"
+        )
     return Network(network_fn, variables, nnx.Rngs(dropout=seed))
 
 

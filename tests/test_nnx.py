@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
 import nets_factory
@@ -84,3 +85,10 @@ def test_dropout_draws_from_the_models_stream_in_training_only():
     assert not np.allclose(first, second)  # a new dropout key per call
     model.eval()
     np.testing.assert_array_equal(model(IMAGES)[0], eval_fn.apply(variables, IMAGES)[0])
+
+
+@pytest.mark.parametrize("variables", [None, {"batch_stats": {}}])
+def test_variables_that_are_not_a_networks_are_refused_in_one_line(variables):
+    network_fn = nets_factory.get_network_fn("lenet", 10)
+    with pytest.raises(TypeError, match=r"^to_nnx needs the network's variables, .*; got "):
+        nets_factory.to_nnx(network_fn, variables)

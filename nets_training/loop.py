@@ -30,6 +30,7 @@ from nets_training.config import (
     DataConfig,
     FinetuneConfig,
     ModelConfig,
+    OptimConfig,
     TrainConfig,
     changes,
     check_types,
@@ -128,6 +129,26 @@ def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) 
         dataset.num_classes,
         dataset.num_classes,
         num_classes - 1,
+    )
+
+
+def check_warmup(o: OptimConfig, steps_per_epoch: float, total_steps: int) -> None:
+    """Warns when warmup, counted in epochs, takes half the run or more: a short run (one epoch
+    of an image folder under a 1-epoch warmup) would end near the peak learning rate, its
+    schedule hardly begun."""
+    warmup = min(round(o.warmup_epochs * steps_per_epoch), total_steps - 1)
+    if o.schedule == "constant" or 2 * warmup < total_steps:
+        return
+    logging.warning(
+        "optim.warmup_epochs=%g is %d of this run's %d steps: the learning rate would hardly "
+        "leave its warmup (the %s schedule starts after it); set optim.warmup_epochs to a small "
+        "part of the run's %.3g epochs, e.g. %.2g",
+        o.warmup_epochs,
+        warmup,
+        total_steps,
+        o.schedule,
+        total_steps / steps_per_epoch,
+        0.1 * total_steps / steps_per_epoch,
     )
 
 
@@ -309,6 +330,7 @@ def build(config: Config, workdir: Path) -> Run:
     steps_per_epoch = len(dataset.train) / d.batch_size
     total = t.steps or math.ceil(t.epochs * steps_per_epoch)
     check_batch_norm_decay(networks.train, total)
+    check_warmup(o, steps_per_epoch, total)
     lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
     tx = optim.optimizer(o, lr, config.finetune.trainable)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)

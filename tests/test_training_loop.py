@@ -96,3 +96,16 @@ def test_a_resumed_run_of_an_older_config_sees_no_change_in_keys_it_did_not_know
     assert loop.changes_since(saved, cfg, dataset) == []
     newer = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=0.05))
     assert loop.changes_since(saved, newer, dataset) == ["optim.lr: 0.1 -> 0.05"]
+
+
+def test_a_warmup_that_fills_the_run_is_said(caplog):
+    """One epoch of an image folder under the 1-epoch default warmup would end at the peak
+    learning rate: said, with the numbers and a value that fits."""
+    one_epoch = config.OptimConfig(warmup_epochs=1.0, schedule="cosine")
+    loop.check_warmup(one_epoch, steps_per_epoch=391, total_steps=391)
+    assert "optim.warmup_epochs=1 is 390 of this run's 391 steps" in caplog.text
+    assert "e.g. 0.1" in caplog.text
+    caplog.clear()
+    loop.check_warmup(one_epoch, steps_per_epoch=391, total_steps=391 * 30)  # 1 of 30 epochs
+    loop.check_warmup(dataclasses.replace(one_epoch, schedule="constant"), 391, 391)
+    assert caplog.text == ""

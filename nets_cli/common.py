@@ -49,3 +49,7 @@ def check_source(workdir: str | None, weights: str | None, model: str | None) ->
     (`--weights`, a file, folder, Hub name or URL), one of the two."""
     if bool(workdir) == bool(weights):
         raise UserError("give --workdir (a training run) or --weights, not both")
+    if workdir and model:
+        raise UserError(
+            f"--model is for --weights; the run in {workdir} is the network its config.yaml names"
+        )

@@ -31,7 +31,9 @@ _WEIGHTS = flags.DEFINE_string(
     "weights", None, "Published weights: a file, a Hub folder, a Hub name or a URL."
 )
 _CONFIG = flags.DEFINE_string("config", None, "With --weights: the YAML config whose data to use.")
-_SET = flags.DEFINE_multi_string("set", [], "With --config: key.path=value overrides.")
+_SET = flags.DEFINE_multi_string(
+    "set", [], "key.path=value overrides of --config, or of a run's config.yaml (--workdir)."
+)
 
 
 def main(argv: list[str]) -> None:
@@ -50,7 +52,12 @@ def main(argv: list[str]) -> None:
             records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]
             append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
-            evaluator = evaluate.build(_WORKDIR.value)
+            if _CONFIG.value:
+                raise UserError(
+                    "--config is for --weights; a run (--workdir) evaluates with its own "
+                    "config.yaml: change a key with --set (e.g. --set data.dir=NEW)"
+                )
+            evaluator = evaluate.build(_WORKDIR.value, _SET.value)
             append = evaluator.append
             if _WATCH.value:
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value)

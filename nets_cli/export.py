@@ -44,18 +44,18 @@ def main(argv: list[str]) -> None:
 
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
+        options = export.Options(_INPUT.value, _PROBABILITIES.value, tuple(_PLATFORMS.value))
         if _WEIGHTS.value:
             network = sources.from_weights(_MODEL.value, _WEIGHTS.value)
         else:
             network = sources.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
-        options = export.Options(_INPUT.value, _PROBABILITIES.value, tuple(_PLATFORMS.value))
         exported = export.export(network, options)
         path = export.write(_OUT.value, exported, export.metadata(network, options, exported))
     except (UserError, ValueError) as e:
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(2)
-    except OSError as e:
-        print(f"{common.program()}: {e.filename or _OUT.value}: {e.strerror or e}", file=sys.stderr)
+    except OSError as e:  # writing OUT (through a temporary file beside it: named as OUT)
+        print(f"{common.program()}: {_OUT.value}: {e.strerror or e}", file=sys.stderr)
         sys.exit(1)
     size = network.inputs.image_size
     print(

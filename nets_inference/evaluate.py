@@ -12,7 +12,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -74,12 +74,13 @@ class Evaluator:
                 f.write(json.dumps(record) + "\n")
 
 
-def build(workdir: str | Path) -> Evaluator:
-    """The evaluator of the run in `workdir`, from the config it resolved (`config.yaml`)."""
+def build(workdir: str | Path, overrides: Sequence[str] = ()) -> Evaluator:
+    """The evaluator of the run in `workdir`, from the config it resolved (`config.yaml`) with
+    `key=value` `overrides` (`data.dir=...` where the data moved)."""
     workdir = Path(workdir).expanduser()
     # The checkpoints hold the weights, and config.yaml the conventions of any weights the run
     # was fine-tuned from: the file it started from is not needed (nor read) again.
-    cfg = dataclasses.replace(sources.run_config(workdir), finetune=FinetuneConfig())
+    cfg = dataclasses.replace(sources.run_config(workdir, overrides), finetune=FinetuneConfig())
     cfg, dataset, networks = loop.resolve(cfg)
     d, t = cfg.data, cfg.train
     mesh = sharding.make_mesh()

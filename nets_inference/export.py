@@ -23,15 +23,25 @@ import jax.numpy as jnp
 import nets_factory
 from nets.layers import Conv
 from nets_inference.sources import Network
+from nets_training.errors import UserError
 
 INPUT_DTYPES = {"uint8": jnp.uint8, "float32": jnp.float32}
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # jax.export's lowering platforms
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     input_dtype: str = "uint8"  # a key of INPUT_DTYPES
     probabilities: bool = False  # also return the softmax
-    platforms: Sequence[str] = ("cpu",)  # those the artifact may run on: cpu, cuda, rocm, tpu
+    platforms: Sequence[str] = ("cpu",)  # those the artifact may run on: a few of PLATFORMS
+
+    def __post_init__(self):
+        unknown = [p for p in self.platforms if p not in PLATFORMS]
+        if unknown or not self.platforms:
+            raise UserError(
+                f"--platforms: {', '.join(map(repr, unknown)) or 'none given'}: give some of "
+                f"{', '.join(PLATFORMS)}"
+            )
 
 
 def serving_fn(network: Network, options: Options):

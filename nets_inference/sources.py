@@ -6,6 +6,7 @@ were trained or evaluated with (image size, channels, per-channel mean and std i
 """
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,13 @@ def checkpoint_folder(workdir: Path, step: int) -> Path:
     return folder
 
 
-def run_config(workdir: Path) -> config.Config:
-    """The config a training run resolved and wrote to `workdir/config.yaml`."""
+def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:
+    """The config a training run resolved and wrote to `workdir/config.yaml`, with `key=value`
+    `overrides` (`data.dir=...` for a run whose data moved)."""
     resolved = workdir / "config.yaml"
     if not resolved.is_file():
         raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
-    return config.load(resolved)
+    return config.load(resolved, overrides)
 
 
 def from_weights(model: str | None, weights: str | Path) -> Network:

@@ -86,16 +86,26 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
         ),
         (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # kept: steps 1..3
         (
+            ["--set=data.bogus=1"],  # --set reaches the run's config.yaml
+            "unknown config key 'data.bogus'; valid keys in data: name, dir, ",
+        ),
+        (
+            ["--config=configs/default.yaml"],
+            "--config is for --weights; a run (--workdir) evaluates with its own config.yaml: "
+            "change a key with --set (e.g. --set data.dir=NEW)",
+        ),
+        (
             ["--weights=w.safetensors", "--model=resnet50"],
             "--weights needs --config (the data to evaluate on)",
         ),
     ],
 )
 def test_bad_input_is_one_line(workdir, flags, message):
-    given = [f"--workdir={workdir}"] if flags[0].startswith("--step") else []
+    given = [f"--workdir={workdir}"] if flags[0].startswith(("--step", "--set", "--config")) else []
     result = run(*given, *flags)
     assert result.returncode == 2
-    assert result.stderr == f"eval.py: {message.format(workdir=workdir)}\n"
+    assert result.stderr.startswith(f"eval.py: {message.format(workdir=workdir)}")
+    assert result.stderr.count("\n") == 1
 
 
 def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):

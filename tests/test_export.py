@@ -103,9 +103,14 @@ def test_published_weights_export_with_their_preprocessing(tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--out=x"], "give --workdir (a training run) or --weights with --model, not both"),
-        (["--weights=w.safetensors", "--out=x"], "--weights needs --model"),
+        (["--out=x"], "give --workdir (a training run) or --weights, not both"),
+        (["--weights=w.safetensors", "--out=x"], "no such weight file or folder: w.safetensors"),
         (["--workdir=/no/such/run", "--out=x"], "--workdir /no/such/run: no config.yaml there"),
+        (["--workdir=r", "--model=resnet50", "--out=x"], "--model is for --weights; the run in r"),
+        (
+            ["--weights=w.safetensors", "--platforms=cpu,bogus", "--out=x"],
+            "--platforms: 'bogus': give some of cpu, cuda, rocm, tpu",
+        ),
     ],
 )
 def test_bad_input_is_one_line(flags, message):

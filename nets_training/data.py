@@ -19,22 +19,23 @@ from typing import Any
 import grain
 import numpy as np
 from absl import flags, logging
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from nets_training.config import DataConfig
 from nets_training.sources import DataError, Dataset
+from nets_weights.images import ImageError, decode
 
 EVAL_CROP_FRACTION = 0.875  # eval: the centre 87.5% square, the Inception/ResNet convention
 
 
 def open_image(image: Any) -> Image.Image:
-    """A PIL image from a file path (decoded, RGB) or an array (any size); errors name the file."""
+    """A PIL image from a file path (`nets_weights.images.decode`: upright RGB, 16-bit samples
+    scaled) or an array (any size); errors name the file."""
     if isinstance(image, str | bytes):
         try:
-            with Image.open(image) as opened:
-                return opened.convert("RGB")
-        except (OSError, UnidentifiedImageError, ValueError) as e:
-            raise DataError(f"cannot read image {image}: {e}") from None
+            return decode(image)
+        except ImageError as e:
+            raise DataError(str(e)) from None
     array = np.asarray(image)
     return Image.fromarray(array[..., 0] if array.shape[-1] == 1 else array)
 

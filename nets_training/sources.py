@@ -226,14 +226,20 @@ def imagefolder(directory: str | None) -> Dataset:
     if unknown:
         raise DataError(f"{val_dir}: class folders not in {train_dir}: {', '.join(unknown)}")
 
+    def images(folder: Path) -> list[str]:  # a val/ class folder may be missing: no images
+        found = sorted(folder.iterdir()) if folder.is_dir() else []
+        return [str(f) for f in found if f.suffix.lower() in IMAGE_EXTENSIONS]
+
     def files(split: Path) -> FileSource:
-        pairs = [
-            (str(f), label)
-            for label, name in enumerate(classes)
-            if (split / name).is_dir()
-            for f in sorted((split / name).iterdir())
-            if f.suffix.lower() in IMAGE_EXTENSIONS
-        ]
+        found = [(label, images(split / name)) for label, name in enumerate(classes)]
+        if split == train_dir:  # an empty class would be a logit that no image ever trains
+            empty = [classes[label] for label, paths in found if not paths]
+            if empty:
+                raise DataError(
+                    f"{train_dir}: no {'/'.join(IMAGE_EXTENSIONS)} images in the class "
+                    f"folder(s) {', '.join(empty)}; add images or remove the folder(s)"
+                )
+        pairs = [(path, label) for label, paths in found for path in paths]
         if not pairs:
             raise DataError(f"{split}: no {'/'.join(IMAGE_EXTENSIONS)} images")
         paths, labels = zip(*pairs, strict=True)

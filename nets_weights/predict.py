@@ -1,8 +1,9 @@
 """Classifying image files with published weights, using the weights' own preprocessing.
 
-timm's and torchvision's evaluation transform: resize the shorter side to
-`image_size / crop_fraction` with the weights' interpolation, take the centred `image_size`
-square, scale to [0, 1], normalise with their mean and std.
+timm's and torchvision's evaluation transform, to the pixel: resize the shorter side to
+`floor(image_size / crop_fraction)` with the weights' interpolation, take the centred `image_size`
+square, scale to [0, 1], normalise with their mean and std. Files are decoded as the training
+pipeline decodes them (`nets_weights.images.decode`: upright, 16-bit samples scaled).
 """
 
 import math
@@ -11,10 +12,11 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from nets_weights.architectures import Pretrained
 from nets_weights.files import WeightFileError
+from nets_weights.images import ImageError, decode, to_rgb
 
 _FILTERS = {
     "bilinear": Image.BILINEAR,
@@ -24,14 +26,44 @@ _FILTERS = {
 }
 
 
+def resized_size(width: int, height: int, shorter: int) -> tuple[int, int]:
+    """The (width, height) that torchvision's `Resize(shorter)` gives a width x height image."""
+    # torchvision/transforms/functional.py, `_compute_resized_output_size`
+    # (torchvision 0.29, lines 359-381):
+    #   short, long = (w, h) if w <= h else (h, w)
+    #   new_short, new_long = requested_new_short, int(requested_new_short * long / short)
+    #   new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
+    longer = int(shorter * max(width, height) / min(width, height))  # truncated, not rounded
+    return (shorter, longer) if width <= height else (longer, shorter)
+
+
+def crop_box(width: int, height: int, size: int) -> tuple[int, int, int, int]:
+    """The (left, top, right, bottom) of torchvision's `center_crop(image, size)` of a
+    width x height image; beyond the image's edges (a side shorter than `size`) it is black."""
+
+    # torchvision/transforms/functional.py, `center_crop` (torchvision 0.29, lines 580-593): a
+    # side shorter than the crop is padded with (crop - side) // 2 zeros before (the rest after),
+    # then `crop_top = int(round((image_height - crop_height) / 2.0))`. Python's round halves to
+    # even: an excess of 1, 3, 5, 7 pixels starts at 0, 2, 2, 4 (`//` would give 0, 1, 2, 3).
+    def start(side: int) -> int:
+        return -((size - side) // 2) if size > side else int(round((side - size) / 2.0))
+
+    left, top = start(width), start(height)
+    return left, top, left + size, top + size
+
+
 def crop(image: Image.Image, info: Pretrained) -> Image.Image:
-    """The weights' evaluation crop of an image: the `image_size` RGB square."""
+    """The weights' evaluation crop of an image: the `image_size` RGB square, as timm's
+    `transforms_imagenet_eval` (crop_mode 'center') and torchvision's presets make it."""
     size = info.image_size
-    scale = math.floor(size / info.crop_fraction) / min(image.size)
-    resized = (max(size, round(image.width * scale)), max(size, round(image.height * scale)))
-    image = image.convert("RGB").resize(resized, _FILTERS.get(info.interpolation, Image.BILINEAR))
-    left, top = (image.width - size) // 2, (image.height - size) // 2
-    return image.crop((left, top, left + size, top + size))
+    # timm/data/transforms_factory.py, `transforms_imagenet_eval` (lines 319-360 at aa4b585):
+    # `scale_size = math.floor(img_size / crop_pct)`, `Resize(scale_size)`, `CenterCrop(img_size)`.
+    # torchvision's presets resize to `resize_size`; ours store it as crop_fraction = crop / resize.
+    # Pillow's resize to the image's own size is a copy, as torchvision then returns the image.
+    image = to_rgb(image)
+    resized = resized_size(*image.size, math.floor(size / info.crop_fraction))
+    image = image.resize(resized, _FILTERS.get(info.interpolation, Image.BILINEAR))
+    return image.crop(crop_box(*image.size, size))
 
 
 def preprocess(image: Image.Image, info: Pretrained) -> np.ndarray:
@@ -42,14 +74,13 @@ def preprocess(image: Image.Image, info: Pretrained) -> np.ndarray:
 
 def read_images(paths: Sequence[str | Path], info: Pretrained) -> np.ndarray:
     """`[len(paths), size, size, 3]`; an unreadable file is a one-line error naming it."""
-    images = []
+    batch = []
     for path in paths:
         try:
-            with Image.open(path) as image:
-                images.append(preprocess(image, info))
-        except (OSError, UnidentifiedImageError) as e:
-            raise WeightFileError(f"cannot read image {path}: {e}") from None
-    return np.stack(images)
+            batch.append(preprocess(decode(path), info))
+        except ImageError as e:
+            raise WeightFileError(str(e)) from None
+    return np.stack(batch)
 
 
 def top_k(network_fn, variables: dict, images: np.ndarray, k: int = 5) -> list[list[tuple]]:

@@ -188,7 +188,8 @@ class FinetuneConfig:
     """Start from another run's weights. Paths are 'params/Dense_0/kernel', searched by regex."""
 
     # A workdir, its checkpoints/ folder or one checkpoints/<step>; or published weights: a
-    # .safetensors / .pth file or a Hugging Face folder (see nets_factory.load_pretrained).
+    # .safetensors / .pth / .h5 file, a Hugging Face folder, or a name or URL downloaded once
+    # (resnet50.a1_in1k, hf-hub:timm/resnet50.a1_in1k; see nets_factory.load_pretrained).
     init_from: str | None = None
     exclude: tuple[str, ...] = ()  # variables (params and batch_stats) left at initialisation
     trainable: tuple[str, ...] = ()  # if given, only matching params are updated

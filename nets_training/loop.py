@@ -429,6 +429,7 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     for line in run.notices:
         console.print(line)
     throughput = Throughput(run.config.data.batch_size)
+    evaluate_missed(run, log, console)
     try:
         with preemption.catch_signals() as stop:
             for step in range(run.start_step + 1, run.total_steps + 1):
@@ -478,6 +479,16 @@ def due(step: int, train: TrainConfig, last_step: int, stopping: bool) -> Due:
     )
 
 
+def evaluate_missed(run: Run, log: MetricsLog, console: Console) -> None:
+    """Evaluates the step the run resumes from when it was due an evaluation that the log does
+    not have: the last run saved it and then failed to evaluate (`on_step_end`)."""
+    step = run.start_step
+    if not step or not due(step, run.config.train, run.total_steps, stopping=False).eval:
+        return
+    if not any(r["step"] == step and "eval/loss" in r for r in log.records):
+        log_eval(run, step, log, console)
+
+
 def on_step_end(
     run: Run, step: int, stop, log: MetricsLog, console: Console, throughput: Throughput
 ) -> None:
@@ -495,7 +506,19 @@ def on_step_end(
     if todo.log:
         log_train(run, step, log, console, throughput)
     if todo.eval:
-        log_eval(run, step, log, console)
+        try:
+            log_eval(run, step, log, console)
+        except (
+            sources.DataError
+        ) as e:  # an unreadable eval image: the steps trained so far are kept
+            if not todo.save:
+                raise
+            run.checkpoints.save(step, run.state, run.batches, run.window.fetch())
+            raise sources.DataError(
+                f"{e}; the training state of step {step} was saved first "
+                f"({run.checkpoints.directory}): set data.skip_unreadable=true to leave such "
+                "images out, and resume"
+            ) from None
         throughput.restart()
     if todo.save:
         run.checkpoints.save(step, run.state, run.batches, run.window.fetch())

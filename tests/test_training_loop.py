@@ -1,6 +1,7 @@
 """The loop's decisions without training: what a step end does, and the resolved config."""
 
 import dataclasses
+import types
 
 import pytest
 import yaml
@@ -109,3 +110,37 @@ def test_a_warmup_that_fills_the_run_is_said(caplog):
     loop.check_warmup(one_epoch, steps_per_epoch=391, total_steps=391 * 30)  # 1 of 30 epochs
     loop.check_warmup(dataclasses.replace(one_epoch, schedule="constant"), 391, 391)
     assert caplog.text == ""
+
+
+def test_a_failed_evaluation_keeps_the_steps_trained_and_the_resumed_run_makes_it(monkeypatch):
+    """An unreadable eval image at a step due both an evaluation and a save: the checkpoint is
+    written first, the error says so; the run resumed there evaluates that step first."""
+    saved, evaluated = [], []
+    run = types.SimpleNamespace(
+        config=Config(train=TrainConfig(steps=10, eval_every=5, checkpoint_every=5)),
+        total_steps=10,
+        state="state",
+        batches="batches",
+        window=types.SimpleNamespace(fetch=lambda: "window"),
+        checkpoints=types.SimpleNamespace(directory="ckpts", save=lambda *a: saved.append(a)),
+        start_step=5,
+    )
+
+    def unreadable(run, step, log, console):
+        raise sources.DataError("cannot read image val/dog/1.jpg: truncated")
+
+    monkeypatch.setattr(loop, "check_finite", lambda *a: None)
+    monkeypatch.setattr(loop, "log_eval", unreadable)
+    with pytest.raises(sources.DataError) as raised:
+        loop.on_step_end(run, 5, None, None, None, types.SimpleNamespace(restart=lambda: None))
+    assert saved == [(5, "state", "batches", "window")]
+    assert str(raised.value) == (
+        "cannot read image val/dog/1.jpg: truncated; the training state of step 5 was saved "
+        "first (ckpts): set data.skip_unreadable=true to leave such images out, and resume"
+    )
+    monkeypatch.setattr(loop, "log_eval", lambda run, step, log, c: evaluated.append(step))
+    records = [{"step": 5, "train/loss": 1.0}]
+    loop.evaluate_missed(run, types.SimpleNamespace(records=records), None)
+    records.append({"step": 5, "eval/loss": 1.0})
+    loop.evaluate_missed(run, types.SimpleNamespace(records=records), None)  # has it: none
+    assert evaluated == [5]

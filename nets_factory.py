@@ -240,10 +240,20 @@ class NetworkFn:
         return getattr(self.module, "min_train_image_size", size) if train else size
 
     def init(self, rng: jax.Array, images: jax.Array) -> dict[str, Any]:
-        """Creates every variable (auxiliary heads included) from `images` [batch, h, w, c]."""
+        """Creates every variable (auxiliary heads included) from `images` [batch, h, w, c].
+        Compiled, as one computation: eager initialisation dispatches every layer's ops one by
+        one (efficientnet_b0: 42 s eager, a few seconds compiled)."""
         self._check_images(images, train=True)
-        params_rng, dropout_rng = jax.random.split(rng)
-        return self.module.init({"params": params_rng, "dropout": dropout_rng}, images, train=True)
+        return self._compiled_init(rng, images)
+
+    @functools.cached_property
+    def _compiled_init(self):
+        def init(rng, images):
+            params_rng, dropout_rng = jax.random.split(rng)
+            rngs = {"params": params_rng, "dropout": dropout_rng}
+            return self.module.init(rngs, images, train=True)
+
+        return jax.jit(init)
 
     def apply(self, variables: dict[str, Any], images: jax.Array, **kwargs: Any) -> Any:
         """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax."""

@@ -24,6 +24,12 @@ _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
 _POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
+_GIVE_UP = flags.DEFINE_float(
+    "give_up_seconds",
+    900.0,
+    "With --watch: stop after this long without a new checkpoint while no run holds the workdir "
+    "(the run died or was stopped); a live run is waited for.",
+)
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
 )
@@ -57,10 +63,19 @@ def main(argv: list[str]) -> None:
                     "--config is for --weights; a run (--workdir) evaluates with its own "
                     "config.yaml: change a key with --set (e.g. --set data.dir=NEW)"
                 )
+            if _WATCH.value:
+                evaluate.wait_for_start(Path(_WORKDIR.value), _POLL.value, _GIVE_UP.value)
             evaluator = evaluate.build(_WORKDIR.value, _SET.value)
             append = evaluator.append
             if _WATCH.value:
-                records = evaluate.watch(evaluator, _EMA.value, _POLL.value)
+                print(
+                    f"watching {evaluator.workdir / 'checkpoints'} until step "
+                    f"{evaluator.last_step}, every {_POLL.value:g} s; giving up after "
+                    f"{_GIVE_UP.value:g} s without a new checkpoint while no run holds the workdir",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
             else:
                 steps = evaluator.checkpoint_steps()
                 if _STEP.value is None and not steps:

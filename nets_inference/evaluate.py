@@ -23,6 +23,7 @@ from nets_training import checkpoint, config, data, loop, sharding, steps
 from nets_training import sources as training_sources
 from nets_training.config import FinetuneConfig
 from nets_training.errors import UserError
+from nets_training.workdir import is_held
 from nets_weights import predict
 
 RECORDS = "eval.jsonl"
@@ -100,16 +101,24 @@ def build(workdir: str | Path, overrides: Sequence[str] = ()) -> Evaluator:
 
 
 def watch(
-    evaluator: Evaluator, ema: bool = True, poll_seconds: float = 30.0
+    evaluator: Evaluator,
+    ema: bool = True,
+    poll_seconds: float = 30.0,
+    give_up_seconds: float = 900.0,
 ) -> Iterator[dict[str, Any]]:
     """Evaluates the newest checkpoint each time one appears, until the run's last step is
     evaluated. Checkpoints that appeared and were replaced while it evaluated are skipped, as
     Slim's continuous evaluation skips them; one deleted before it could be read (the run keeps
-    only the last few) is skipped too."""
-    done = -1
+    only the last few) is skipped too. Gives up (`UserError`) after `give_up_seconds` with no new
+    checkpoint while no run holds the workdir: the run died or was stopped before its end."""
+    done, waiting_since = -1, time.monotonic()
     while done < evaluator.last_step:
         newer = [s for s in evaluator.checkpoint_steps() if s > done]
         if not newer:
+            if time.monotonic() - waiting_since > give_up_seconds:
+                if not is_held(evaluator.workdir):
+                    raise UserError(_given_up(evaluator, done, give_up_seconds))
+                waiting_since = time.monotonic()  # a live run: it may be slow, not dead
             time.sleep(poll_seconds)
             continue
         try:
@@ -117,7 +126,30 @@ def watch(
         except (FileNotFoundError, UserError):
             if newer[-1] in evaluator.checkpoint_steps():
                 raise
-        done = newer[-1]
+        done, waiting_since = newer[-1], time.monotonic()
+
+
+def wait_for_start(workdir: Path, poll_seconds: float, give_up_seconds: float) -> None:
+    """Waits for a run that is starting in `workdir` to write its `config.yaml` (`--watch`
+    started before the run), as long as a run holds the workdir or `give_up_seconds` have not
+    passed."""
+    started = time.monotonic()
+    while not (workdir / "config.yaml").is_file():
+        if time.monotonic() - started > give_up_seconds and not is_held(workdir):
+            raise UserError(
+                f"--watch: {workdir} has no config.yaml after {give_up_seconds:g} s and no run "
+                "holds it: start the run (train.py --workdir=...) first"
+            )
+        time.sleep(poll_seconds)
+
+
+def _given_up(evaluator: Evaluator, done: int, seconds: float) -> str:
+    evaluated = f"step {done}" if done >= 0 else "no checkpoint"
+    return (
+        f"--watch: no new checkpoint in {evaluator.workdir} for {seconds:g} s and no run holds "
+        f"it: the run stopped before its last step {evaluator.last_step} (evaluated: "
+        f"{evaluated}); resume it with train.py --workdir={evaluator.workdir}, and watch again"
+    )
 
 
 def _evaluate(eval_step: Callable, variables: dict, batches: Iterator[dict], mesh) -> dict:

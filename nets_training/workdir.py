@@ -89,6 +89,22 @@ def _acquire(path: Path) -> int:
     return fd
 
 
+def is_held(workdir: Path) -> bool:
+    """Whether a live run holds `workdir` (its lock is taken; the operating system frees it when
+    the run's process ends, however it ends)."""
+    try:
+        fd = os.open(workdir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _holder(path: Path) -> str:
     try:
         return path.read_text().strip() or "another run (starting)"

@@ -4,7 +4,6 @@ once or continuously while it trains, with records in eval.jsonl and one-line er
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -64,10 +63,7 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     ) as trainer:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "config.yaml").exists():  # the run has resolved its config
-            assert trainer.poll() is None and time.monotonic() < deadline, trainer.stderr.read()
-            time.sleep(0.2)
+        # Started with the run: it waits for the run's config.yaml, then for each checkpoint.
         watched = run(f"--workdir={tmp_path}", "--watch", "--poll_seconds=0.2")
         assert trainer.wait(timeout=120) == 0, trainer.stderr.read()
     assert watched.returncode == 0, watched.stderr
@@ -75,6 +71,27 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
     assert evaluated == sorted(set(evaluated)) and evaluated[-1] == 8
     own = [r for r in lines(tmp_path / "metrics.jsonl") if "eval/top1" in r][-1]
     assert lines(tmp_path / "eval.jsonl")[-1]["eval/top1"] == own["eval/top1"]
+
+
+def test_watch_gives_up_on_a_run_that_stopped_before_its_end(workdir):
+    # The finished 3-step run, read as one of 10 steps: no process holds it, so after the
+    # stated time without a new checkpoint the watch ends, saying what to do.
+    watched = run(
+        f"--workdir={workdir}",
+        "--set=train.steps=10",
+        "--watch",
+        "--poll_seconds=0.1",
+        "--give_up_seconds=0.5",
+    )
+    (workdir / "eval.jsonl").unlink()  # the module's other tests count its records
+    assert watched.returncode == 2 and watched.stdout.startswith("step 3: eval loss ")
+    said = watched.stderr.splitlines()
+    assert said[0].startswith(f"watching {workdir / 'checkpoints'} until step 10, every 0.1 s;")
+    assert said[1:] == [
+        f"eval.py: --watch: no new checkpoint in {workdir} for 0.5 s and no run holds it: the "
+        "run stopped before its last step 10 (evaluated: step 3); resume it with train.py "
+        f"--workdir={workdir}, and watch again"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from nets_training.config import FinetuneConfig
 from nets_training.errors import UserError
 from nets_training.workdir import is_held
 from nets_weights import predict
+from nets_weights.architectures import imagenet_synsets
 
 RECORDS = "eval.jsonl"
 
@@ -167,13 +168,9 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
     started = time.perf_counter()
     network = sources.from_weights(model, weights)
     d = cfg.data
-    dataset = training_sources.load(d)
-    classes = network.network_fn.module.num_classes
-    if classes != dataset.num_classes:
-        raise UserError(
-            f"--weights {weights}: {classes} classes, but {d.name}'s eval split has "
-            f"{dataset.num_classes}; give data whose labels are the weights' classes"
-        )
+    dataset = with_weights_classes(
+        training_sources.load(d), network.network_fn.module.num_classes, str(weights), d.name
+    )
     inputs, mesh = network.inputs, sharding.make_mesh()
     prepare = functools.partial(
         steps.preprocess, image_size=inputs.image_size, mean=inputs.mean, std=inputs.std
@@ -182,7 +179,7 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
         steps.make_eval_step(network.network_fn, prepare, use_ema=False),
         out_shardings=sharding.replicated(mesh),
     )
-    batch = d.eval_batch_size or d.batch_size
+    batch = fitting_batch(d.eval_batch_size or d.batch_size, len(dataset.eval))
     local_batch = sharding.local_batch_size(batch, "data.eval_batch_size")
     crop = functools.partial(predict.crop, info=network.network_fn.pretrained)
     where = (jax.process_index(), jax.process_count())
@@ -194,3 +191,31 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
         "eval/images": len(dataset.eval),
         "eval/seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def with_weights_classes(
+    dataset: training_sources.Dataset, classes: int, weights: str, name: str
+) -> training_sources.Dataset:
+    """`dataset` with eval labels that are the weights' logit indices: as they are when the
+    class counts agree; an ImageNet subset (an image folder of WordNet-id folders, `n01440764`,
+    ...) under 1000- or 1001-class weights gets each folder's ImageNet index."""
+    if classes == dataset.num_classes:
+        return dataset
+    folders = [Path(p).parent.name for p in getattr(dataset.eval, "paths", ())]
+    index = {synset: i + classes - 1000 for i, synset in enumerate(imagenet_synsets())}
+    if classes in (1000, 1001) and folders and all(f in index for f in folders):
+        labels = tuple(index[f] for f in folders)
+        subset = training_sources.FileSource(dataset.eval.paths, labels)
+        return dataclasses.replace(dataset, eval=subset, num_classes=classes)
+    raise UserError(
+        f"--weights {weights}: {classes} classes, but {name}'s eval split has "
+        f"{dataset.num_classes}; give data whose labels are the weights' classes (for ImageNet "
+        "weights, class folders named by WordNet id, n01440764 ..., any subset of them)"
+    )
+
+
+def fitting_batch(batch: int, images: int) -> int:
+    """`batch`, or fewer where the data is smaller: the images rounded up to a multiple of the
+    devices, so 64 images are not padded to a batch of 1024."""
+    devices = jax.device_count()
+    return min(batch, max(devices, -(-images // devices) * devices))

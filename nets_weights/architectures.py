@@ -135,6 +135,13 @@ def preprocessing(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def imagenet_synsets() -> tuple[str, ...]:
+    """The ImageNet-1k WordNet ids (`n01440764`, ...) in logit order: the folder names of
+    ImageNet's image-folder layout."""
+    lines = _CLASSES_FILE.read_text().splitlines()
+    return tuple(line.split("\t")[0] for line in lines if not line.startswith("#"))
+
+
 def imagenet_class_names(num_classes: int = 1000) -> tuple[str, ...]:
     """The ImageNet-1k class names in logit order (the first lemma of each synset): 1000, or
     Slim's 1001 with `background` first; `()` for any other count."""

@@ -163,3 +163,31 @@ def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):
     top1 = np.mean(np.argmax(logits, -1) == labels)
     assert f"eval loss {float(loss):.4f}, top-1 {100 * top1:.2f}%" in result.stdout
     assert not (tmp_path / "eval.jsonl").exists()
+
+
+def test_an_imagenet_subset_is_evaluated_with_the_weights_class_indices():
+    from nets_inference import evaluate
+    from nets_training import sources
+    from nets_training.errors import UserError
+
+    paths = ("v/n01443537/a.jpg", "v/n01440764/b.jpg", "v/n15075141/c.jpg")  # 1, 0, 999
+    split = sources.FileSource(paths, (1, 0, 2))  # the folder's own order: 3 classes
+    subset = sources.Dataset(split, split, 3, 3, None, (0.5,) * 3, (0.5,) * 3, "none", False)
+    imagenet = evaluate.with_weights_classes(subset, 1000, "w", "imagefolder")
+    assert imagenet.eval.labels == (1, 0, 999)
+    )
+    slim = evaluate.with_weights_classes(subset, 1001, "w", "imagefolder")  # background first
+    assert slim.eval.labels == (2, 1, 1000) and slim.num_classes == 1001
+    assert evaluate.with_weights_classes(subset, 3, "w", "imagefolder") is subset
+    with pytest.raises(UserError, match=r"^--weights w: 10 classes, but imagefolder's eval split"):
+        evaluate.with_weights_classes(subset, 10, "w", "imagefolder")
+
+
+def test_eval_batches_are_no_larger_than_the_data():
+    import jax
+
+    from nets_inference import evaluate
+
+    devices = jax.device_count()
+    assert evaluate.fitting_batch(1024, 64) == -(-64 // devices) * devices
+    assert evaluate.fitting_batch(32, 5000) == 32

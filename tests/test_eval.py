@@ -175,7 +175,6 @@ def test_an_imagenet_subset_is_evaluated_with_the_weights_class_indices():
     subset = sources.Dataset(split, split, 3, 3, None, (0.5,) * 3, (0.5,) * 3, "none", False)
     imagenet = evaluate.with_weights_classes(subset, 1000, "w", "imagefolder")
     assert imagenet.eval.labels == (1, 0, 999)
-    )
     slim = evaluate.with_weights_classes(subset, 1001, "w", "imagefolder")  # background first
     assert slim.eval.labels == (2, 1, 1000) and slim.num_classes == 1001
     assert evaluate.with_weights_classes(subset, 3, "w", "imagefolder") is subset

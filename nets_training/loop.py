@@ -330,7 +330,6 @@ def build(config: Config, workdir: Path) -> Run:
     steps_per_epoch = len(dataset.train) / d.batch_size
     total = t.steps or math.ceil(t.epochs * steps_per_epoch)
     check_batch_norm_decay(networks.train, total)
-    check_warmup(o, steps_per_epoch, total)
     lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
     tx = optim.optimizer(o, lr, config.finetune.trainable)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
@@ -429,6 +428,8 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     for line in run.notices:
         console.print(line)
     throughput = Throughput(run.config.data.batch_size)
+    if run.start_step == 0:  # a run that can start training: said once, not at each resume
+        check_warmup(run.config.optim, run.steps_per_epoch, run.total_steps)
     evaluate_missed(run, log, console)
     try:
         with preemption.catch_signals() as stop:

@@ -14,7 +14,8 @@ def numpy_variables(abstract_variables, seed: int = 0):
 
     Compiling `init` costs CPU seconds per distinct initialiser (~20 s for a small network), more
     than the forward pass it serves, so tests that need values draw them here: He-normal kernels,
-    BatchNorm scales and variances 1, everything else 0.
+    BatchNorm scales and variances 1, everything else 0, each in the dtype `init` gives it (so
+    that tests of parameter dtypes can read these).
     """
     rng = np.random.default_rng(seed)
 
@@ -22,8 +23,8 @@ def numpy_variables(abstract_variables, seed: int = 0):
         name = path[-1].key
         if name == "kernel":
             fan_in = math.prod(leaf.shape[:-1])
-            return rng.normal(0.0, math.sqrt(2.0 / fan_in), leaf.shape).astype(np.float32)
-        return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, np.float32)
+            return rng.normal(0.0, math.sqrt(2.0 / fan_in), leaf.shape).astype(leaf.dtype)
+        return np.full(leaf.shape, 1.0 if name in ("scale", "var") else 0.0, leaf.dtype)
 
     return jax.tree_util.tree_map_with_path(value, abstract_variables)
 

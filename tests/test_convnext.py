@@ -12,6 +12,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import convnext
+from nets.layers import Conv
 from tests.helpers import numpy_variables
 
 NAMES = ["convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
@@ -74,14 +75,16 @@ def layer_norm_elements(name):
     return sum(sizes)
 
 
+# Counts and MACs: the recorded figures (nets/sizes.tsv), which the registry tests compare with a
+# trace of every network (tests/test_nets_factory.py::test_shapes_and_end_points).
 @pytest.mark.parametrize("name", NAMES)
 def test_published_parameter_counts(name):
-    assert profile(name).params == PUBLISHED_COUNTS[name]
+    assert summary.recorded_sizes()[name].params == PUBLISHED_COUNTS[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_published_gmacs(name):
-    macs = profile(name).macs
+    macs = summary.recorded_sizes()[name].macs
     assert round(macs / 1e9, 1) == PAPER_GMACS[name], macs
     with_norms = macs + 5 * layer_norm_elements(name)
     assert round(with_norms / 1e9, 2) == TIMM_GMACS[name], with_norms
@@ -194,11 +197,21 @@ def test_gradient_reaches_every_parameter():
     fn = tiny(is_training=True, **TWO_STAGES)
     variables = tiny_variables(fn, IMAGES, gamma=0.5)
 
-    def loss(params):
-        logits, _ = fn.apply({"params": params}, IMAGES)
-        return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
+    def gradient(fn):
+        def loss(params):
+            logits, _ = fn.apply({"params": params}, IMAGES)
+            return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
 
-    grads = jax.jit(jax.grad(loss))(variables["params"])
+        return jax.grad(loss)
+
+    # The default CPU convolutions' gradient is built, but not compiled: its 7x7 depthwise taps
+    # compile in ~5 s, XLA's own convolutions in ~1 s. Which convolution computes it does not
+    # change where the gradient reaches (tests/test_conv.py checks the CPU one against XLA's on
+    # each kind of shape, ConvNeXt's 7x7 depthwise on smaller maps included).
+    abstract = jax.eval_shape(gradient(fn), variables["params"])
+    assert jax.tree.map(np.shape, abstract) == jax.tree.map(np.shape, variables["params"])
+    xla = functools.partial(Conv, impl="xla")
+    grads = jax.jit(gradient(tiny(is_training=True, conv=xla, **TWO_STAGES)))(variables["params"])
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
         assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
 

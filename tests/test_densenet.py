@@ -8,6 +8,7 @@ import pytest
 
 import nets_factory
 import nets_summary as summary
+from tests.helpers import numpy_variables
 
 # torchvision's published counts at 1000 classes (timm's are the same). DenseNet-121 (k=32):
 #   stem 7*7*3*64 + 2*64; a dense layer on c channels: 2c (BatchNorm) + 128c (1x1 to 4k)
@@ -59,7 +60,7 @@ def test_each_layer_adds_growth_rate_channels_and_transitions_halve_them():
 def test_a_tiny_densenet_trains_and_its_gradient_reaches_every_parameter():
     fn = nets_factory.get_network_fn("densenet121", 10, is_training=True, **TINY)
     images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
-    variables = fn.init(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
 
     def loss(params):
         (logits, _), _ = fn.apply({**variables, "params": params}, images, mutable=["batch_stats"])
@@ -74,7 +75,7 @@ def test_a_tiny_densenet_trains_and_its_gradient_reaches_every_parameter():
 def test_bfloat16_features_mode():
     fn = nets_factory.get_network_fn("densenet121", 0, dtype=jnp.bfloat16, **TINY)
     images = jnp.ones((1, 32, 32, 3))
-    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     features, end_points = jax.jit(fn.apply)(variables, images)
     assert features.shape == (1, 28) and features.dtype == jnp.bfloat16  # 16 + 8, 12 + 2 * 8
     assert "logits" not in end_points

@@ -44,6 +44,9 @@ SCALES = {
     "efficientnet_b7": (600, (4, 7, 7, 10, 10, 13, 4), 64, 2560),
 }
 SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}  # the parity fixtures' scale
+# Four blocks of B0's kinds for real compute at little compile time (SMALL's ten take twice as
+# long): the unexpanded block, expanded 3x3 and 5x5 ones, strided and residual.
+TINY_B0 = {"stages": (B0[0], B0[1], B0[2]._replace(repeats=2)), "depth_multiplier": 1.0}
 
 # V2 at the paper's evaluation size: timm's counts (`efficientnetv2_*`; its `tf_efficientnetv2_*`
 # and torchvision's `efficientnet_v2_*` have the same, and torchvision's table says 21,458,488,
@@ -250,7 +253,9 @@ def test_end_points_per_stage_and_features_mode():
     assert end_points["global_pool"].shape == (2, 1, 1, 320)
 
 
-@pytest.mark.parametrize(("name", "tiny"), [("efficientnet_b0", {}), ("efficientnetv2_s", TINY_V2)])
+@pytest.mark.parametrize(
+    ("name", "tiny"), [("efficientnet_b0", TINY_B0), ("efficientnetv2_s", TINY_V2)]
+)
 def test_gradient_reaches_every_parameter_and_bfloat16_keeps_float32_params(name, tiny):
     fn = small(name, is_training=True, drop_path_rate=0.2, **tiny)
     images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))

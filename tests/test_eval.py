@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import TINY_RUN, train_tiny_run
 
+pytestmark = pytest.mark.slow  # eval.py and train.py run as subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,8 @@ import nets_factory
 from nets_inference import sources
 from tests.helpers import train_tiny_run
 
+pytestmark = pytest.mark.slow  # export.py run as subprocesses on a trained run
+
 ROOT = Path(__file__).resolve().parents[1]
 KERAS_MOBILENET = ROOT / "tests" / "fixtures" / "parity" / "keras_mobilenet" / "model.h5"
 # Runs the artifact where nothing of this project can be imported: only jax and numpy.

@@ -15,6 +15,8 @@ import pytest
 
 from tests.helpers import TINY_NETWORK
 
+pytestmark = pytest.mark.slow  # builds a wheel and a venv, runs the programs
+
 ROOT = Path(__file__).resolve().parents[1]
 # What the wheel is built from: everything but what only the checkout needs.
 NOT_SHIPPED = ("tests", "tools", "bench", "docs", "examples", "runs", "build", ".*", "*.egg-info")

@@ -11,6 +11,7 @@ import pytest
 
 import nets_factory
 from nets import nasnet, nasnet_cells
+from nets.layers import Conv
 from tests.helpers import numpy_variables
 
 # Parameters of the inference graph (auxiliary head excluded), in millions: Zoph et al. Tables 1-3
@@ -63,6 +64,8 @@ def without_aux(tree):
     return {k: v for k, v in tree.items() if not k.startswith("aux_")}
 
 
+# The full-size traces (`abstract_network`, seconds each) are left to the full suite.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PUBLISHED_MILLIONS))
 def test_published_parameter_counts(name):
     num_classes = 10 if name == "nasnet_cifar" else 1000
@@ -73,6 +76,7 @@ def test_published_parameter_counts(name):
     assert round(params / 1e6, 1) == PUBLISHED_MILLIONS[name], params
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERAS_COUNTS))
 def test_exact_counts_of_slims_checkpoints(name):
     variables, _ = abstract_network(name, 1000)
@@ -83,6 +87,7 @@ def test_exact_counts_of_slims_checkpoints(name):
         assert count(variables["params"]["cell_2"]) == MOBILE_CELL_2_PARAMS
 
 
+@pytest.mark.slow
 def test_pnasnet_builds_only_the_layers_it_needs():
     params = abstract_network("pnasnet_large", 1000)[0]["params"]  # as Slim's pnasnet_test
     assert "conv_1x1" in params["cell_stem_0"]  # Slim's cell_stem_0/1x1
@@ -92,6 +97,7 @@ def test_pnasnet_builds_only_the_layers_it_needs():
     assert "comb_iter_0_right" not in params["cell_stem_1"]
 
 
+@pytest.mark.slow
 def test_slim_end_points_of_nasnet_mobile():
     _, end_points = abstract_network("nasnet_mobile", 1000)  # as Slim's nasnet_test
     expected = {"Stem": (28, 28, 88), "Reduction_Cell_0": (14, 14, 352)}
@@ -225,27 +231,40 @@ def test_bfloat16_computes_in_bfloat16_with_float32_params():
 
 
 def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():
-    fn = nets_factory.get_network_fn(
-        "nasnet_cifar", num_classes=10, is_training=True, num_cells=2, num_conv_filters=8
-    )
     images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
-    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
 
-    @functools.partial(jax.grad, has_aux=True)
-    def loss(params, dropout_rng, progress):
-        (logits, end_points), _ = fn.apply(
-            {**variables, "params": params},
-            images,
-            rngs={"dropout": dropout_rng},
-            mutable=["batch_stats"],
-            drop_path_progress=progress,
+    def network(**fields):
+        return nets_factory.get_network_fn(
+            "nasnet_cifar", 10, is_training=True, num_cells=2, num_conv_filters=8, **fields
         )
-        aux = jax.nn.log_softmax(end_points["aux_logits"])[:, 0]
-        return jnp.sum(jax.nn.log_softmax(logits)[:, 0] + 0.4 * aux), logits
 
-    # XLA's unoptimised CPU code compiles in half the time (~8 s) and is fast enough here.
+    variables = numpy_variables(jax.eval_shape(network().init, jax.random.key(0), images))
+
+    def gradient(fn):
+        @functools.partial(jax.grad, has_aux=True)
+        def loss(params, dropout_rng, progress):
+            (logits, end_points), _ = fn.apply(
+                {**variables, "params": params},
+                images,
+                rngs={"dropout": dropout_rng},
+                mutable=["batch_stats"],
+                drop_path_progress=progress,
+            )
+            aux = jax.nn.log_softmax(end_points["aux_logits"])[:, 0]
+            return jnp.sum(jax.nn.log_softmax(logits)[:, 0] + 0.4 * aux), logits
+
+        return loss
+
+    # The default CPU convolutions' gradient is built for every layer, but not compiled: its
+    # thousands of depthwise taps compile in ~12 s, XLA's own convolutions in ~2 s. The properties
+    # below are the network's, whichever convolution computes them (tests/test_conv.py checks the
+    # CPU one against XLA's on each kind of shape, NASNet's depthwise ones included).
+    abstract, _ = jax.eval_shape(gradient(network()), variables["params"], jax.random.key(2), 0.0)
+    assert jax.tree.map(np.shape, abstract) == jax.tree.map(np.shape, variables["params"])
+    xla_convolutions = network(conv=functools.partial(Conv, impl="xla"))
+    # XLA's unoptimised CPU code compiles in half the time and is fast enough here.
     grads = (
-        jax.jit(loss)
+        jax.jit(gradient(xla_convolutions))
         .lower(variables["params"], jax.random.key(2), 0.0)
         .compile(compiler_options={"xla_backend_optimization_level": 0})
     )

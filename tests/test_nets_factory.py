@@ -58,6 +58,7 @@ TWINS = {
 TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
 
 
+@pytest.mark.slow  # three traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
@@ -308,15 +309,18 @@ def runs_at(fn, size):
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     try:
-        variables = jax.eval_shape(
-            lambda x: fn.module.init(jax.random.key(0), x, train=True), images
+        # `init` runs the training forward (with flax's BatchNorm, whose forward ours repeats
+        # exactly): in training one trace answers both questions.
+        out, variables = jax.eval_shape(
+            lambda x: fn.module.init_with_output(jax.random.key(0), x, train=True), images
         )
-        out = jax.eval_shape(
-            lambda v, x: fn.module.apply(v, x, train=fn.is_training, **kw), variables, images
-        )
+        if not fn.is_training:
+            out, _ = jax.eval_shape(
+                lambda v, x: fn.module.apply(v, x, train=False, **kw), variables, images
+            )
     except (TypeError, ValueError, ZeroDivisionError):  # what JAX and flax raise on such maps
         return False
-    (_, end_points), _ = out
+    _, end_points = out
     return all(0 not in leaf.shape for leaf in end_points.values())
 
 
@@ -353,6 +357,7 @@ CONVENTIONS = {
 }
 
 
+@pytest.mark.slow  # two to eight traces of each network
 @pytest.mark.parametrize("name", sorted(MIN_SIZES))
 def test_min_image_size_is_the_smallest_that_runs(name):
     fewer = FEWER_CELLS.get(name, {})
@@ -425,7 +430,9 @@ def test_bn_momentum_reaches_every_batch_norm(name):
             momenta.append(context.module.momentum)
         return next_fun(*args, **kwargs)
 
-    fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9)
+    # NASNet's cells repeat: three build every kind of layer of its twelve.
+    fewer = FEWER_CELLS.get(name, {})
+    fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9, **fewer)
     with nn.intercept_methods(record):
         jax.eval_shape(fn.init, jax.random.key(0), abstract_images(fn, batch=1))
     assert momenta and set(momenta) == {0.9}

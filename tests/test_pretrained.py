@@ -4,7 +4,7 @@ answered with one line."""
 
 import json
 import shutil
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import jax
@@ -109,7 +109,7 @@ def test_fine_tuning_replaces_the_head_and_keeps_the_rest():
         jax.tree.map(np.testing.assert_array_equal, ours, theirs)
     features_fn, features = nets_factory.load_pretrained("resnet50", case, num_classes=0, **kwargs)
     assert "Dense_0" not in features["params"]
-    pooled, _ = features_fn.apply(features, expected("resnet_bottleneck")["images"])
+    pooled, _ = jax.eval_shape(features_fn.apply, features, expected("resnet_bottleneck")["images"])
     assert pooled.shape == (2, 256)
 
 
@@ -125,6 +125,7 @@ def test_networks_without_published_weights_say_which_have_them():
         nets_factory.load_pretrained("lenet", FIXTURES / "parity" / "resnet_basic")
 
 
+@cache  # read-only: parsing 2 MB of indexes for each of ~120 tests cost ~10 s
 def state_dict_index():
     """`{architecture: {key: shape}}` of every family's index in fixtures/state_dicts/."""
     index, name = {}, None
@@ -139,6 +140,14 @@ def state_dict_index():
     return index
 
 
+@cache  # read-only; timm's and torchvision's files of one network share a trace
+def abstract_variables(network, **convention):
+    network_fn = nets_factory.get_network_fn(network, 1000, **convention)
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    return jax.eval_shape(network_fn.init, jax.random.key(0), images)
+
+
+@pytest.mark.slow  # a full-size trace of each of ~100 networks
 @pytest.mark.parametrize("architecture", sorted(state_dict_index()))
 def test_full_size_state_dicts_fill_every_variable_with_every_tensor(architecture):
     # `[name layout]`: another key layout of `name`'s files (torchvision's VGG, after timm's).
@@ -146,9 +155,7 @@ def test_full_size_state_dicts_fill_every_variable_with_every_tensor(architectur
     arch = convert.for_keys(architectures.ARCHITECTURES[architecture.split(" ")[0]], index)
     tensors = arch.stable(index)  # Keras's automatic names, renumbered
     network_fn = nets_factory.get_network_fn(arch.network, 1000, **arch.convention)
-    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
-    abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
-    shapes = convert.leaf_shapes(abstract)
+    shapes = convert.leaf_shapes(abstract_variables(arch.network, **arch.convention))
     layout = arch.layout(network_fn.module)
     steps = convert.plan(tensors, shapes, layout, skip_sources=arch.drops, framework=arch.framework)
     assert {s.target for s in steps} == set(shapes)  # and plan raised on any unused tensor

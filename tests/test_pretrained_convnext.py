@@ -9,6 +9,8 @@ from safetensors.numpy import load_file
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 SMALL = {"depths": (1, 1, 2, 1), "widths": (16, 32, 48, 64)}
 # Each fixture: the name it loads under, and its image size (not a multiple of 32 for
 # convnext_odd: the 'VALID' stem and downsamplings drop the remainder, as PyTorch's do).

@@ -13,6 +13,8 @@ import nets_factory
 from nets_weights.architectures import ARCHITECTURES
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 SMALL_REGNET = {"w0": 8, "wa": 8.0, "wm": 2.0, "depth": 6, "group_width": 8, "stem_width": 8}
 # Each fixture: the name to load it under, and its small timm network as keyword arguments.
 PARITY = {

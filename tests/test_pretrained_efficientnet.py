@@ -13,6 +13,8 @@ from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # timm's `_gen_efficientnet(..., channel_multiplier=0.25, depth_multiplier=0.5)`, and
 # `_gen_efficientnetv2_s(..., channel_multiplier=0.125, depth_multiplier=0.34)` for V2.
 SMALL = {"width_multiplier": 0.25, "depth_multiplier": 0.5}

@@ -15,6 +15,8 @@ from safetensors.numpy import load_file
 import nets_factory
 import nets_weights
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 PARITY = Path(__file__).with_name("fixtures") / "parity"
 V3 = {"depth_multiplier": 0.1, "min_depth": 8}
 # Each fixture: our registry name, its thinning, the architecture the file is found to be, and

@@ -12,6 +12,8 @@ from safetensors.numpy import load_file
 import nets_factory
 import nets_weights
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 PARITY = Path(__file__).with_name("fixtures") / "parity"
 # Each fixture's thinning (tools/fixtures_inception_v4.py), as load_pretrained arguments.
 THIN = {

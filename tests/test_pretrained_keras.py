@@ -14,6 +14,8 @@ import nets_factory
 from nets_weights import WeightFileError
 from nets_weights.mobilenet_v1 import KERAS_PADDING
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 PARITY = Path(__file__).with_name("fixtures") / "parity"
 # Each fixture (alpha 0.25, 10 classes) under a registry name and a Keras name: at 64 px every
 # stride-2 map is even, at 56 px the depthwise layers of stride 2 see 7 and 3 pixel maps.

@@ -16,6 +16,8 @@ from nets_weights import architectures
 from nets_weights.keras_inception import renumber
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 h5py = pytest.importorskip("h5py")
 
 # Each fixture's thinning (tools/fixtures_keras_inception.py), as load_pretrained arguments.

@@ -16,6 +16,8 @@ from nets_weights import WeightFileError
 from nets_weights.architectures import ARCHITECTURES, IMAGENET_MEAN, IMAGENET_STD
 from tests.test_pretrained import FIXTURES, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 h5py = pytest.importorskip("h5py")
 
 # Keras's `EfficientNet(width_coefficient=0.1, depth_coefficient=0.5)`, `DenseNet([1, 1, 1, 1])`

@@ -13,6 +13,8 @@ import nets_weights
 from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 h5py = pytest.importorskip("h5py")
 
 # Each fixture (Keras's `NASNet(penultimate_filters=192, num_blocks=1, stem_block_filters=12)`,

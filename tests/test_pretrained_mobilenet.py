@@ -11,6 +11,8 @@ from nets.mobilenet import BlockDef, minimalistic
 from nets_weights import WeightFileError, architectures
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # Each fixture's small timm network (see its arch_def in tools/fixtures_mobilenet.py), as
 # `load_pretrained` keyword arguments. timm's `num_features` is our `last_filters` (V2: our
 # `head_filters`) of 256 times the multiplier.

@@ -11,6 +11,8 @@ from safetensors.numpy import load_file
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # Each fixture: the architecture and its small timm network, as `load_pretrained` arguments.
 PARITY = {
     "pnasnet": ("pnasnet5large", {"num_conv_filters": 12, "stem_multiplier": 0.375}),

@@ -9,6 +9,8 @@ from safetensors.numpy import load_file
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # Each fixture's small timm network, as `load_pretrained` keyword arguments.
 PARITY = {
     "resnetv2_50": {"stage_sizes": (2, 1, 1, 1), "num_filters": 8},

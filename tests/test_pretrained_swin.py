@@ -11,6 +11,8 @@ from safetensors.numpy import load_file
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # The fixtures' small networks, as `load_pretrained` keyword arguments: windows of 4 set for
 # 64 px (timm's), windows of 2 (torchvision's, where its function is timm's).
 SMALL = {"img_size": 64, "embed_dim": 8, "depths": (2, 2, 1, 1), "num_heads": (1, 2, 2, 4)}

@@ -13,6 +13,8 @@ import nets_weights
 from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 WIDTHS = (8, 16, 16, 24, 24)
 ALEXNET = {"widths": (8, 16, 24, 16, 16), "fc_width": 32}
 

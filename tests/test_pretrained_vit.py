@@ -11,6 +11,8 @@ from safetensors.numpy import load_file
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
 # The fixtures' small timm networks, as `load_pretrained` keyword arguments.
 SMALL = {"patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32}
 PARITY = {

@@ -8,6 +8,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import regnet
+from tests.helpers import numpy_variables
 
 # torchvision's published counts and GFLOPS (multiply-adds, as ours) at 1000 classes; timm's
 # `regnetx_004`, `regnety_008` and `regnety_080` (pycls's widths) counted by timm.
@@ -79,7 +80,7 @@ def test_a_tiny_regnet_y_trains_and_its_gradient_reaches_every_parameter():
     fn = nets_factory.get_network_fn("regnet_y_400mf", 10, is_training=True, **TINY)
     # 64 pixels: on a 1x1 map, training BatchNorm cancels a shift of the BatchNorm before it.
     images = jax.random.normal(jax.random.key(1), (2, 64, 64, 3))
-    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     # Stages 8, 16, 32, 64 wide; the squeeze is a quarter of each block's input width.
     se = variables["params"]["s3"]["b2"]["se"]
     assert (
@@ -107,7 +108,7 @@ def test_a_tiny_regnet_y_trains_and_its_gradient_reaches_every_parameter():
 def test_end_points_and_bfloat16_features():
     fn = nets_factory.get_network_fn("regnet_x_400mf", 0, dtype=jnp.bfloat16, **TINY)
     images = jnp.ones((1, 64, 64, 3))
-    variables = jax.jit(fn.init)(jax.random.key(0), images)
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     features, end_points = jax.jit(fn.apply)(variables, images)
     assert features.shape == (1, 64) and features.dtype == jnp.bfloat16
     shapes = {k: v.shape for k, v in end_points.items()}

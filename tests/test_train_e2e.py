@@ -28,6 +28,8 @@ import nets_factory
 from nets_training.workdir import LOCK_FILE
 from tests.helpers import TINY_NETWORK
 
+pytestmark = pytest.mark.slow  # train.py run as subprocesses, each starting JAX and compiling
+
 ROOT = Path(__file__).parent.parent
 STEPS = 12
 TINY = [

@@ -9,6 +9,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
+from nets.layers import Conv
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -22,8 +23,12 @@ PARITY = {
 
 @functools.cache
 def loaded(case):
+    # XLA's own convolutions: the CPU path's thousands of depthwise taps take most of the
+    # compile, and tests/test_conv.py checks that path against XLA's on each kind of shape
+    # (NASNet's separable ones included). What is checked here is the network and the weights.
     name, kwargs = PARITY[case]
-    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **kwargs)
+    xla = functools.partial(Conv, impl="xla")
+    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, conv=xla, **kwargs)
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))

@@ -10,6 +10,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 import nets_weights
+from nets.layers import Conv
 from nets_weights import WeightFileError, architectures, convert
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
@@ -32,7 +33,9 @@ def path(case):
 
 @functools.cache
 def loaded(case):
-    return nets_factory.load_pretrained(CASES[case], path(case), **SMALL)
+    # XLA's own convolutions, as tests/test_pretrained_nasnet.py (why: there).
+    xla = functools.partial(Conv, impl="xla")
+    return nets_factory.load_pretrained(CASES[case], path(case), conv=xla, **SMALL)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

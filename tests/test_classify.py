@@ -40,7 +40,9 @@ def test_top_k_names_classes_with_probabilities():
     images = predict.read_images([PHOTO, PHOTO], network_fn.pretrained)
     assert images.shape == (2, 224, 224, 3)
     best = predict.top_k(network_fn, variables, images, k=3)
-    assert len(best) == 2 and best[0] == best[1]
+    assert len(best) == 2 and [n for n, _ in best[0]] == [n for n, _ in best[1]]
+    # one image twice: the rows of a batch may differ in the last bits (XLA's CPU kernels)
+    np.testing.assert_allclose([p for _, p in best[0]], [p for _, p in best[1]], rtol=1e-5)
     probabilities = [p for _, p in best[0]]
     assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
     assert {name for name, _ in best[0]} <= {str(i) for i in range(10)}  # no names: 10 classes

@@ -256,8 +256,10 @@ class NetworkFn:
         return jax.jit(init)
 
     def apply(self, variables: dict[str, Any], images: jax.Array, **kwargs: Any) -> Any:
-        """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax."""
+        """Runs the network on `images` [batch, h, w, c]; `mutable=`, `rngs=` go to flax.
+        Published variables (`load_pretrained`'s) need the conventions they were trained with."""
         self._check_images(images, train=self.is_training)
+        nets_weights.published.check(variables, self.module, self.name)
         return self.module.apply(variables, images, train=self.is_training, **kwargs)
 
     @functools.cached_property

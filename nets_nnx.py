@@ -17,6 +17,8 @@ from flax import nnx
 from flax.nnx import bridge
 from flax.nnx.bridge import variables as bridge_variables
 
+from nets_weights import published
+
 
 class Network(nnx.Module):
     """A `NetworkFn`'s module and variables as NNX state: parameters are `nnx.Param`, BatchNorm
@@ -58,6 +60,7 @@ def to_nnx(network_fn: Any, variables: dict[str, Any], seed: int = 0) -> Network
             f"to_nnx needs the network's variables, {{'params': ...}} as `init` or "
             f"`load_pretrained` return them; got {got}"
         )
+    published.check(variables, network_fn.module, network_fn.name)
     return Network(network_fn, variables, nnx.Rngs(dropout=seed))
 
 

@@ -16,13 +16,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nets_weights import architectures, catalogue, convert, files, hub, urls
+from nets_weights import architectures, catalogue, convert, files, hub, published, urls
 from nets_weights.architectures import Pretrained
 from nets_weights.convert import Architecture
 from nets_weights.files import WeightFile, WeightFileError
+from nets_weights.published import PublishedVariables
 
 __all__ = [
     "Pretrained",
+    "PublishedVariables",
     "WeightFileError",
     "conventions",
     "fill",
@@ -140,6 +142,7 @@ def _fill(
     variables: dict,
     exclude: Sequence[str],
 ) -> tuple[dict, list[str], Pretrained]:
+    published.check_fields(source, arch.convention, network_fn.module, network_fn.name)
     file_classes = file_class_count(weights, arch)
     tensors = arch.stable(weights.tensors)
     if arch.check is not None:
@@ -176,10 +179,11 @@ def initialized(
     arch: Architecture,
     network_fn: Any,
     rng: jax.Array | None = None,
-) -> tuple[dict[str, Any], Pretrained]:
+) -> tuple[PublishedVariables, Pretrained]:
     """The variables of `network_fn` (built with `with_conventions(source, arch, ...)`) holding
-    `weights`; a classifier of another class count than the file's is initialised from `rng` as
-    `init` would. Only that classifier is computed: the rest is traced abstractly."""
+    `weights`, carrying their conventions; a classifier of another class count than the file's
+    is initialised from `rng` as `init` would. Only that classifier is computed: the rest is
+    traced abstractly."""
     size = network_fn.default_image_size
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
@@ -191,7 +195,8 @@ def initialized(
             variables,
             fresh,
         )
-    return jax.tree.map(jnp.asarray, variables), info
+    variables = jax.tree.map(jnp.asarray, variables)
+    return PublishedVariables(variables, source, arch.convention), info
 
 
 def file_class_count(weights: WeightFile, arch: Architecture) -> int:

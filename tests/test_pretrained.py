@@ -14,6 +14,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+import nets_weights
 from nets.resnet import BottleneckResNetBlock
 from nets_weights import WeightFileError, architectures, convert
 
@@ -52,8 +53,10 @@ def test_logits_are_the_references(case):
     assert network_fn.is_training is False and "predictions" in end_points
     # The convention matters: the same weights under TensorFlow's SAME padding compute another
     # function (the relative error is 0.5-0.9 on these fixtures).
+    # (The variables refuse such a network: test_published_variables_refuse_*; as plain
+    # variables they run in it.)
     same = nets_factory.get_network_fn(name, 10, **kwargs)
-    wrong, _ = jax.jit(same.apply)(variables, reference["images"])
+    wrong, _ = jax.jit(same.apply)(dict(variables), reference["images"])
     assert relative_error(wrong, reference["logits"]) > 0.05
 
 
@@ -118,6 +121,37 @@ def test_a_contradicting_convention_is_refused():
         nets_factory.load_pretrained(
             "resnet18", FIXTURES / "parity" / "resnet_basic", padding="SAME", num_filters=8
         )
+
+
+def test_published_variables_refuse_a_network_of_other_conventions():
+    """The README tour's trap: `load_pretrained`'s variables paired with a `get_network_fn`
+    network of our default padding ('SAME' where timm's weights need 'SYMMETRIC') would compute
+    another function, silently; every way of running them says so instead."""
+    case, kwargs = FIXTURES / "parity" / "resnet_bottleneck", PARITY["resnet_bottleneck"][1]
+    network_fn, variables = nets_factory.load_pretrained("resnet50", case, **kwargs)
+    images = expected("resnet_bottleneck")["images"]
+    other_fn = nets_factory.get_network_fn("resnet50", 10, **kwargs)
+    refusal = (
+        "resnet50's published weights were trained with padding='SYMMETRIC'; "
+        "this resnet50 network has padding='SAME'"
+    )
+    for run in (
+        lambda: other_fn.apply(variables, images),
+        lambda: other_fn.features(variables, images),
+        lambda: jax.jit(other_fn.apply)(jax.tree.map(jnp.asarray, variables), images),
+        lambda: nets_factory.to_nnx(other_fn, variables),
+    ):
+        with pytest.raises(ValueError, match=refusal):
+            run()
+    with pytest.raises(ValueError, match=refusal):  # filling a network of other conventions
+        nets_weights.fill("resnet50", case, other_fn, variables, nets_factory.networks_map)
+
+    maps = network_fn.features(variables, images)  # the network they came with
+    assert maps["block4"].shape[0] == len(images)
+    same_fn = nets_factory.get_network_fn("resnet50", 10, padding="SYMMETRIC", **kwargs)
+    np.testing.assert_array_equal(
+        same_fn.apply(variables, images)[0], network_fn.apply(variables, images)[0]
+    )
 
 
 def test_networks_without_published_weights_say_which_have_them():

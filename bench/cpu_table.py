@@ -1,4 +1,4 @@
-"""The README's CPU training table: ImageNet-size and CIFAR-size ResNets against PyTorch.
+"""docs/performance.md's CPU training table: ImageNet- and CIFAR-size ResNets against PyTorch.
 
     python bench/cpu_table.py                                    # the zoo and flax.linen.Conv
     python bench/cpu_table.py --torch-python /work/torchenv/bin/python   # and PyTorch's eager

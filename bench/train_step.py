@@ -10,7 +10,7 @@ on the bare Flax module (no `get_network_fn` in between), to show the factory co
 convolution through the zoo's Conv) in the same process, step by step interleaved; `--torch` adds
 PyTorch's eager CPU step (default and `channels_last` memory formats) for the networks
 `bench/torch_resnet.py` knows, when torch is installed. Each figure is a median over `--steps`.
-`bench/cpu_table.py` prints the README's CPU table (four networks) with one command.
+`bench/cpu_table.py` prints docs/performance.md's CPU table (four networks) with one command.
 """
 
 import argparse

@@ -3,7 +3,8 @@
 `Conv` keeps the parameter tree of `flax.linen.Conv` (`kernel` in HWIO layout, `bias`), its
 initialisers and its auto-name (`Conv_0`, ...), so a checkpoint does not care which
 implementation ran. On CPU it runs `nets.layers.cpu.conv.conv2d`, a convolution with its own
-gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px, see the README).
+gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px:
+docs/performance.md).
 """
 
 from collections.abc import Sequence

@@ -24,8 +24,8 @@ from nets.inception_utils import (
     Conv2d,
     MaxPool,
     Mixed,
-    classify,
     concat_branches,
+    slim_head,
 )
 from nets.layers import ModuleDef
 
@@ -191,7 +191,7 @@ class InceptionResnetV2(AuxHeadInception):
         x = ResidualBlock(_BLOCK8, b, activate=False, name="Block8")(x)
         x = record("Conv2d_7b_1x1", Conv2d("Conv2d_7b_1x1", 1536, 1)(x, b))
 
-        return classify(self, x, end_points, b, train, "Logits", True, _AUX, "PreAuxLogits")
+        return slim_head(self, x, end_points, b, train, "Logits", True, _AUX, "PreAuxLogits")
 
 
 inception_resnet_v2 = functools.partial(InceptionResnetV2)

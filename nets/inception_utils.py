@@ -292,10 +292,10 @@ class SlimInception(nn.Module):
     def forward(
         self, table: tuple, x: jax.Array, train: bool, stem: str, *head: Any
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """The whole network when it is one table: `run`, then `classify(..., *head)`."""
+        """The whole network when it is one table: `run`, then `slim_head(..., *head)`."""
         builder = self.builder(train)
         x, end_points = self.run(table, x, builder, stem)
-        return classify(self, x, end_points, builder, train, *head)
+        return slim_head(self, x, end_points, builder, train, *head)
 
 
 class ThinnableInception(SlimInception):
@@ -356,7 +356,7 @@ V3_STEM = (
 )
 
 
-def classify(
+def slim_head(
     network: SlimInception,
     x: jax.Array,
     end_points: dict[str, jax.Array],

@@ -39,16 +39,16 @@ flags.mark_flag_as_required("out")
 
 def main(argv: list[str]) -> None:
     common.start(argv)
-    from nets_inference import export, sources
+    from nets_inference import export, load
     from nets_training.errors import UserError
 
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         options = export.Options(_INPUT.value, _PROBABILITIES.value, tuple(_PLATFORMS.value))
         if _WEIGHTS.value:
-            network = sources.from_weights(_MODEL.value, _WEIGHTS.value)
+            network = load.from_weights(_MODEL.value, _WEIGHTS.value)
         else:
-            network = sources.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
+            network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
         exported = export.export(network, options)
         path = export.write(_OUT.value, exported, export.metadata(network, options, exported))
     except (UserError, ValueError) as e:

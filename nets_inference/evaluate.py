@@ -18,9 +18,8 @@ from typing import Any, NamedTuple
 
 import jax
 
-from nets_inference import sources
-from nets_training import checkpoint, config, data, loop, sharding, steps
-from nets_training import sources as training_sources
+from nets_inference import load
+from nets_training import checkpoint, config, data, loop, sharding, sources, steps
 from nets_training.config import FinetuneConfig
 from nets_training.errors import UserError
 from nets_training.workdir import is_held
@@ -58,7 +57,7 @@ class Evaluator:
         """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
         of the weights when the run kept one and `ema` is set, as the run's evaluation did)."""
         started = time.perf_counter()
-        folder = sources.checkpoint_folder(self.workdir, step)
+        folder = load.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
         metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh)
         return {
@@ -82,7 +81,7 @@ def build(workdir: str | Path, overrides: Sequence[str] = ()) -> Evaluator:
     workdir = Path(workdir).expanduser()
     # The checkpoints hold the weights, and config.yaml the conventions of any weights the run
     # was fine-tuned from: the file it started from is not needed (nor read) again.
-    cfg = dataclasses.replace(sources.run_config(workdir, overrides), finetune=FinetuneConfig())
+    cfg = dataclasses.replace(load.run_config(workdir, overrides), finetune=FinetuneConfig())
     cfg, dataset, networks = loop.resolve(cfg)
     d, t = cfg.data, cfg.train
     mesh = sharding.make_mesh()
@@ -166,10 +165,10 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
     dataset's labels must be the weights' classes in the same order (an image folder of
     ImageNet's validation set, one folder per WordNet id, sorted, is timm's order)."""
     started = time.perf_counter()
-    network = sources.from_weights(model, weights)
+    network = load.from_weights(model, weights)
     d = cfg.data
     dataset = with_weights_classes(
-        training_sources.load(d), network.network_fn.module.num_classes, str(weights), d.name
+        sources.load(d), network.network_fn.module.num_classes, str(weights), d.name
     )
     inputs, mesh = network.inputs, sharding.make_mesh()
     prepare = functools.partial(
@@ -194,8 +193,8 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
 
 
 def with_weights_classes(
-    dataset: training_sources.Dataset, classes: int, weights: str, name: str
-) -> training_sources.Dataset:
+    dataset: sources.Dataset, classes: int, weights: str, name: str
+) -> sources.Dataset:
     """`dataset` with eval labels that are the weights' logit indices: as they are when the
     class counts agree; an ImageNet subset (an image folder of WordNet-id folders, `n01440764`,
     ...) under 1000- or 1001-class weights gets each folder's ImageNet index."""
@@ -205,7 +204,7 @@ def with_weights_classes(
     index = {synset: i + classes - 1000 for i, synset in enumerate(imagenet_synsets())}
     if classes in (1000, 1001) and folders and all(f in index for f in folders):
         labels = tuple(index[f] for f in folders)
-        subset = training_sources.FileSource(dataset.eval.paths, labels)
+        subset = sources.FileSource(dataset.eval.paths, labels)
         return dataclasses.replace(dataset, eval=subset, num_classes=classes)
     raise UserError(
         f"--weights {weights}: {classes} classes, but {name}'s eval split has "

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 import nets_factory
 from nets.layers import Conv
-from nets_inference.sources import Network
+from nets_inference.load import Network
 from nets_training.errors import UserError
 
 INPUT_DTYPES = {"uint8": jnp.uint8, "float32": jnp.float32}

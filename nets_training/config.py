@@ -117,7 +117,7 @@ class OptimConfig:
     eps: float = 1e-8  # adamw, lamb, rmsprop
     # Decoupled decay (Loshchilov & Hutter) of adamw/lamb/lars, on conv and dense kernels only.
     # The L2 penalty in the loss is model.weight_decay; one run uses one or the other, never both.
-    weight_decay: float = 0.0
+    decoupled_weight_decay: float = 0.0
     # The learning rate after warmup, over the rest of the run.
     schedule: Literal["constant", "cosine", "exponential", "polynomial", "step"] = "cosine"
     warmup_epochs: float = 0.0  # linear warmup from 0 to lr, before any schedule
@@ -138,10 +138,10 @@ class OptimConfig:
         _require(0 <= self.beta2 < 1, "beta2", "must be in [0, 1)")
         _require(0 <= self.rms_decay < 1, "rms_decay", "must be in [0, 1)")
         _require(self.eps > 0, "eps", "must be > 0")
-        _require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        _require(self.decoupled_weight_decay >= 0, "decoupled_weight_decay", "must be >= 0")
         _require(
-            self.weight_decay == 0 or self.name in ("adamw", "lamb", "lars"),
-            "weight_decay",
+            self.decoupled_weight_decay == 0 or self.name in ("adamw", "lamb", "lars"),
+            "decoupled_weight_decay",
             f"decoupled decay applies to adamw, lamb and lars; with {self.name!r} use "
             "model.weight_decay (the L2 penalty in the loss)",
         )
@@ -213,9 +213,9 @@ class Config:
 
     def __post_init__(self):
         _require(
-            not (self.model.weight_decay and self.optim.weight_decay),
-            "optim.weight_decay",
-            "set model.weight_decay (L2 in the loss) or optim.weight_decay (decoupled), not both",
+            not (self.model.weight_decay and self.optim.decoupled_weight_decay),
+            "optim.decoupled_weight_decay",
+            "set model.weight_decay (L2 in the loss) or optim.decoupled_weight_decay, not both",
         )
 
 
@@ -267,6 +267,13 @@ def _refuse_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
             first_line[key.tag, key.value] = line
         _refuse_duplicate_keys(value, name, source)
 
+
+# Keys that were renamed: a config that still uses the old name is refused with the new one.
+RENAMED = {"optim.weight_decay": "optim.decoupled_weight_decay"}
+RENAMED_WHY = {
+    "optim.decoupled_weight_decay": "adamw/lamb/lars's decay of the weights, beside the gradient; "
+    "the L2 penalty in the loss is model.weight_decay"
+}
 
 # The configs the project ships: `configs/` beside the packages in a checkout (and an editable
 # install); inside this package in a wheel, where pyproject.toml's package-dir puts them.
@@ -352,6 +359,8 @@ def _build(cls: type, tree: Any, path: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     for key in tree:
+        if (new := RENAMED.get(_join(path, key))) is not None:
+            raise UserError(f"config key {_join(path, key)!r} is now {new!r} ({RENAMED_WHY[new]})")
         if key not in names:
             close = difflib.get_close_matches(str(key), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -2,7 +2,7 @@
 
 Weight decay, once: `model.weight_decay` is Slim's L2 penalty, added to the loss by
 `network_fn.regularization_loss` (so sgd/momentum/rmsprop see it through the gradient, as in
-Slim); `optim.weight_decay` is the decoupled decay of adamw/lamb/lars (Loshchilov & Hutter),
+Slim); `optim.decoupled_weight_decay` is the decay of adamw/lamb/lars (Loshchilov & Hutter),
 applied by optax to the same conv and dense kernels. The config refuses both at once.
 """
 
@@ -66,7 +66,7 @@ def optimizer(
     `trainable` regexes are searched in 'params/<module path>/<name>'; params that match none of
     them get zero updates (and so no decoupled decay either).
     """
-    wd = optim.weight_decay
+    wd = optim.decoupled_weight_decay
     if optim.name == "sgd":
         tx = optax.sgd(learning_rate)
     elif optim.name in ("momentum", "nesterov"):

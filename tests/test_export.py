@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets_inference import sources
+from nets_inference import load
 from tests.helpers import train_tiny_run
 
 pytestmark = pytest.mark.slow  # export.py run as subprocesses on a trained run
@@ -74,7 +74,7 @@ def test_a_runs_export_computes_its_logits_at_any_batch_size(tmp_path, workdir):
 
     images = np.random.default_rng(0).integers(0, 256, (3, 8, 8, 1), dtype=np.uint8)
     out = serve(tmp_path, artifact, images)
-    network = sources.from_workdir(workdir)
+    network = load.from_workdir(workdir)
     x = (images / 255.0 - np.asarray(network.inputs.mean)) / np.asarray(network.inputs.std)
     expected, _ = jax.jit(network.network_fn.apply)(network.variables, x.astype(np.float32))
     scale = np.abs(expected).max()

@@ -75,7 +75,7 @@ def test_every_optimizer_descends(name):
 
 
 def test_decoupled_decay_touches_kernels_only():
-    cfg = OptimConfig(name="adamw", lr=0.1, weight_decay=0.5)
+    cfg = OptimConfig(name="adamw", lr=0.1, decoupled_weight_decay=0.5)
     tx = optim.optimizer(cfg, optax.constant_schedule(0.1))
     zeros = jax.tree.map(jnp.zeros_like, PARAMS)
     updates, _ = tx.update(zeros, tx.init(PARAMS), PARAMS)

@@ -20,11 +20,9 @@ from nets_weights import architectures, catalogue, convert, files, hub, publishe
 from nets_weights.architectures import Pretrained
 from nets_weights.convert import Architecture
 from nets_weights.files import WeightFile, WeightFileError
-from nets_weights.published import PublishedVariables
 
 __all__ = [
     "Pretrained",
-    "PublishedVariables",
     "WeightFileError",
     "conventions",
     "fill",
@@ -179,11 +177,11 @@ def initialized(
     arch: Architecture,
     network_fn: Any,
     rng: jax.Array | None = None,
-) -> tuple[PublishedVariables, Pretrained]:
+) -> tuple[dict[str, Any], Pretrained]:
     """The variables of `network_fn` (built with `with_conventions(source, arch, ...)`) holding
-    `weights`, carrying their conventions; a classifier of another class count than the file's
-    is initialised from `rng` as `init` would. Only that classifier is computed: the rest is
-    traced abstractly."""
+    `weights`, which remember their conventions (`published`); a classifier of another class
+    count than the file's is initialised from `rng` as `init` would. Only that classifier is
+    computed: the rest is traced abstractly."""
     size = network_fn.default_image_size
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
@@ -196,7 +194,8 @@ def initialized(
             fresh,
         )
     variables = jax.tree.map(jnp.asarray, variables)
-    return PublishedVariables(variables, source, arch.convention), info
+    published.mark(variables, source, arch.convention)
+    return variables, info
 
 
 def file_class_count(weights: WeightFile, arch: Architecture) -> int:

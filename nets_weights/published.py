@@ -1,70 +1,57 @@
-"""Variables holding published weights carry the constructor fields those weights were trained
-with (`padding='SYMMETRIC'`, `bn_epsilon=1e-5`, ...), so that a network built with other values
-refuses them instead of silently computing another function.
+"""Published weights remember the constructor fields they were trained with (`padding=
+'SYMMETRIC'`, `bn_epsilon=1e-5`, ...), so that a network built with other values refuses them
+instead of silently computing another function.
 
 `load_pretrained` returns its network built right; the danger is the next line of a notebook,
 where the same variables meet a `get_network_fn` network of the default conventions (timm's
 ResNet-50 in our 'SAME' padding: block4's maps 30% off, no error).
+
+The variables stay a plain dict (so `jax.tree.map` beside any other variables, optax, orbax and
+flax's serialization see what they always see): what is remembered is their arrays, weakly, for
+as long as they live. A new array (an optimizer's update, `jnp.array(x)`) is no longer the
+published weights, and is not checked; neither are traced values inside `jax.jit`.
 """
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import weakref
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
-from flax import serialization
 
 
-@jax.tree_util.register_pytree_with_keys_class
-class PublishedVariables(dict):
-    """A network's variables (`{'params': ..., 'batch_stats': ...}`, a dict as `init` returns)
-    holding `source`'s published weights, which need the constructor fields `conventions`.
+class Origin(NamedTuple):
+    """Whose weights an array holds, and the constructor fields they need."""
 
-    A pytree node: `jax.tree.map`, `jax.jit` and `jax.device_put` keep both attributes; a new
-    dict built from its items (`dict(variables)`, `{**variables}`) is plain variables again, as
-    `jax.tree.map` over it and plain variables together needs."""
-
-    def __init__(
-        self,
-        variables: Mapping[str, Any] | Iterable[tuple[str, Any]],
-        source: str,
-        conventions: Mapping[str, Any],
-    ):
-        super().__init__(variables)
-        self.source = source
-        self.conventions = dict(conventions)
-
-    def tree_flatten_with_keys(self) -> tuple[list, tuple]:
-        keys = tuple(sorted(self))
-        children = [(jax.tree_util.DictKey(key), self[key]) for key in keys]
-        return children, (keys, self.source, tuple(sorted(self.conventions.items())))
-
-    @classmethod
-    def tree_unflatten(cls, aux: tuple, children: Iterable[Any]) -> "PublishedVariables":
-        keys, source, conventions = aux
-        return cls(zip(keys, children, strict=True), source, dict(conventions))
-
-    def __repr__(self) -> str:
-        return f"PublishedVariables({self.source}, {dict(self)!r})"
+    source: str
+    conventions: dict[str, Any]
 
 
-def _state_dict(variables: PublishedVariables) -> dict[str, Any]:
-    return {key: serialization.to_state_dict(value) for key, value in variables.items()}
+# id(array) -> (a weak reference to it, its origin); an entry leaves when its array is freed.
+_ORIGINS: dict[int, tuple[weakref.ref, Origin]] = {}
 
 
-def _restored(target: PublishedVariables, state: dict[str, Any]) -> PublishedVariables:
-    restored = {key: serialization.from_state_dict(target[key], state[key]) for key in target}
-    return PublishedVariables(restored, target.source, target.conventions)
+def mark(variables: Mapping[str, Any], source: str, conventions: Mapping[str, Any]) -> None:
+    """Remembers that `variables` hold `source`'s published weights, which need `conventions`."""
+    array = _probe(variables)
+    if array is None:
+        return
+    key = id(array)
+    forget = lambda _: _ORIGINS.pop(key, None)  # noqa: E731
+    _ORIGINS[key] = (weakref.ref(array, forget), Origin(source, dict(conventions)))
 
 
-# `flax.serialization.to_bytes(variables)` and `from_bytes(variables, data)`, as for a dict.
-serialization.register_serialization_state(PublishedVariables, _state_dict, _restored)
+def origin(variables: Any) -> Origin | None:
+    """The origin `mark` recorded for `variables`, or None."""
+    array = _probe(variables)
+    entry = _ORIGINS.get(id(array)) if array is not None else None
+    return entry[1] if entry is not None and entry[0]() is array else None
 
 
 def check(variables: Any, module: Any, network: str) -> None:
     """Raises `ValueError` when `variables` hold published weights that need other constructor
     fields than those `module` (the network `network`) was built with."""
-    if isinstance(variables, PublishedVariables):
-        check_fields(variables.source, variables.conventions, module, network)
+    if (found := origin(variables)) is not None:
+        check_fields(found.source, found.conventions, module, network)
 
 
 def check_fields(source: str, conventions: Mapping[str, Any], module: Any, network: str) -> None:
@@ -83,6 +70,15 @@ def check_fields(source: str, conventions: Mapping[str, Any], module: Any, netwo
             f"has {ours} and would compute another function with them: use the network_fn "
             f"load_pretrained returned, or get_network_fn({network!r}, ..., {theirs})"
         )
+
+
+def _probe(variables: Any) -> Any:
+    """The array that stands for `variables`: the first parameter (a concrete one)."""
+    params = variables.get("params") if isinstance(variables, Mapping) else None
+    leaves = jax.tree.leaves(params) if params is not None else []
+    if not leaves or isinstance(leaves[0], jax.core.Tracer):
+        return None
+    return leaves[0]
 
 
 def _normal(value: Any) -> Any:

@@ -213,4 +213,4 @@ def test_fine_tuning_starts_from_weights_by_name(hub):
     )
     _, reference = nets_factory.load_pretrained("resnet18.a1_in1k", **SMALL)
     assert fresh == [] and sorted(hub.downloads.values()) == [1, 1]
-    jax.tree.map(np.testing.assert_array_equal, filled, dict(reference))  # plain variables
+    jax.tree.map(np.testing.assert_array_equal, filled, reference)

@@ -53,10 +53,8 @@ def test_logits_are_the_references(case):
     assert network_fn.is_training is False and "predictions" in end_points
     # The convention matters: the same weights under TensorFlow's SAME padding compute another
     # function (the relative error is 0.5-0.9 on these fixtures).
-    # (The variables refuse such a network: test_published_variables_refuse_*; as plain
-    # variables they run in it.)
     same = nets_factory.get_network_fn(name, 10, **kwargs)
-    wrong, _ = jax.jit(same.apply)(dict(variables), reference["images"])
+    wrong, _ = jax.jit(same.apply)(variables, reference["images"])
     assert relative_error(wrong, reference["logits"]) > 0.05
 
 
@@ -126,7 +124,8 @@ def test_a_contradicting_convention_is_refused():
 def test_published_variables_refuse_a_network_of_other_conventions():
     """The README tour's trap: `load_pretrained`'s variables paired with a `get_network_fn`
     network of our default padding ('SAME' where timm's weights need 'SYMMETRIC') would compute
-    another function, silently; every way of running them says so instead."""
+    another function, silently; run eagerly, turned into NNX or filled, they say so instead.
+    They stay plain variables: `jax.tree.map` takes them beside any others."""
     case, kwargs = FIXTURES / "parity" / "resnet_bottleneck", PARITY["resnet_bottleneck"][1]
     network_fn, variables = nets_factory.load_pretrained("resnet50", case, **kwargs)
     images = expected("resnet_bottleneck")["images"]
@@ -138,7 +137,6 @@ def test_published_variables_refuse_a_network_of_other_conventions():
     for run in (
         lambda: other_fn.apply(variables, images),
         lambda: other_fn.features(variables, images),
-        lambda: jax.jit(other_fn.apply)(jax.tree.map(jnp.asarray, variables), images),
         lambda: nets_factory.to_nnx(other_fn, variables),
     ):
         with pytest.raises(ValueError, match=refusal):
@@ -152,6 +150,12 @@ def test_published_variables_refuse_a_network_of_other_conventions():
     np.testing.assert_array_equal(
         same_fn.apply(variables, images)[0], network_fn.apply(variables, images)[0]
     )
+    fresh = nets_factory.get_network_fn("resnet50", 10, is_training=True, **kwargs).init(
+        jax.random.key(0), images
+    )
+    jax.tree.map(np.add, variables, fresh)  # plain variables, beside any others
+    copied = jax.tree.map(jnp.array, variables)  # new arrays: no longer the published weights
+    assert other_fn.apply(copied, images)[0].shape == (len(images), 10)
 
 
 def test_networks_without_published_weights_say_which_have_them():

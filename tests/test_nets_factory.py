@@ -56,9 +56,17 @@ TWINS = {
     **{f"efficientnet_v2_{v}": f"efficientnetv2_{v}" for v in "sml"},
 }
 TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
+# The feature mode (num_classes=0) is one code path per module class: traced for the class's
+# network of fewest MACs.
+_BY_CLASS = {}
+for _name in TRACED:
+    _BY_CLASS.setdefault(nets_factory.networks_map[_name].func, []).append(_name)
+FEATURES_TRACED = {
+    min(names, key=lambda n: summary.recorded_sizes()[n].macs) for names in _BY_CLASS.values()
+}
 
 
-@pytest.mark.slow  # three traces of each of ~100 networks at full size
+@pytest.mark.slow  # two or three traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
@@ -87,6 +95,8 @@ def test_shapes_and_end_points(name):
     # num_classes=0, in training: no logits layer, no auxiliary head; the output is the pooled
     # feature vector. (The variables carry a head that this network ignores;
     # test_features_mode_* checks its init.)
+    if name not in FEATURES_TRACED:
+        return
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (feats, feat_points), _ = jax.eval_shape(

@@ -11,6 +11,7 @@ To rewrite the snapshot after an intended change of a tree: `python -m tests.var
 [NAME ...]` (only those networks' sections when named).
 """
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,11 @@ def _shape(leaf: Any) -> str:
 
 def load() -> dict[str, list[str]]:
     """The snapshot's sections: network name -> its listing."""
+    return dict(_sections())
+
+
+@functools.cache  # read once per process: 0.6 MB
+def _sections() -> dict[str, list[str]]:
     sections, name = {}, None
     for line in SNAPSHOT.read_text().splitlines():
         if line.startswith("# "):
@@ -56,6 +62,45 @@ def load() -> dict[str, list[str]]:
         elif name is not None and line:
             sections[name].append(line)
     return sections
+
+
+def leaf_shapes(name: str) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """`{('params', 'conv1', 'kernel'): (11, 11, 3, 64), ...}` of `name`'s snapshot section (as
+    `nets_weights.convert.leaf_shapes` of its traced variables), its folded siblings unfolded."""
+    shapes, subtrees = {}, {}  # subtrees: a module's path -> its leaves, relative to it
+    stack: list[str] = []  # the path of the line being read
+    for line in load()[name]:
+        depth = len(line) - len(line.lstrip(" "))
+        del stack[depth:]
+        text = line.strip()
+        if " = " in text:  # a sibling's copy
+            key, sibling = text.split(" = ")
+            copied = subtrees[(*stack, sibling)]
+            _add(shapes, subtrees, (*stack, key), copied)
+        elif ": " in text:  # a layer: its leaves on one line
+            key, leaves = text.split(": ")
+            parsed = dict(_leaf(leaf) for leaf in leaves.split(" "))
+            _add(shapes, subtrees, (*stack, key), parsed)
+        elif text.endswith(")"):  # a leaf of a module that also holds modules
+            leaf, shape = _leaf(text.replace(" ", ""))
+            _add(shapes, subtrees, tuple(stack), {leaf: shape})
+        else:
+            stack.append(text)
+    return shapes
+
+
+def _leaf(text: str) -> tuple[str, tuple[int, ...]]:
+    name, shape = text[:-1].split("(")
+    return name, tuple(int(n) for n in shape.split(",") if n)
+
+
+def _add(shapes: dict, subtrees: dict, path: tuple[str, ...], leaves: dict) -> None:
+    """Records `leaves` (relative paths) under the module at `path`, and in every ancestor's."""
+    for relative, shape in leaves.items():
+        relative = relative if isinstance(relative, tuple) else (relative,)
+        shapes[(*path, *relative)] = shape
+        for cut in range(len(path) + 1):
+            subtrees.setdefault(path[:cut], {})[(*path[cut:], *relative)] = shape
 
 
 def main(names: list[str]) -> None:

@@ -5,9 +5,11 @@ import logging as python_logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from absl import app, flags, logging
 
+from nets_training import preemption
 from nets_training.errors import UserError
 
 
@@ -20,12 +22,22 @@ def program() -> str:
 def run(main: Callable[[list[str]], None], program_module: str) -> None:
     """absl's `app.run(main)`, with `--help` describing the program: absl takes the usage text
     from `__main__` and the flags it lists from the module `sys.argv[0]` names, which are a thin
-    script or pip's console-script wrapper rather than the program's module."""
+    script or pip's console-script wrapper rather than the program's module. A Ctrl-C ends it
+    within a second or two, in one line (`preemption.exit_promptly`)."""
     module = sys.modules[program_module]
     sys.modules["__main__"].__doc__ = module.__doc__
     for flag in flags.FLAGS.get_key_flags_for_module(module.__name__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    app.run(main)
+    with preemption.exit_promptly(lambda: f"{program()}: SIGINT: stopped"):
+        app.run(main)
+
+
+def fail(message: str, exit_code: int) -> NoReturn:
+    """Says `message` on stderr in one line, after the program's name, and ends the process with
+    `exit_code`, without the interpreter's teardown (`preemption.exit_now`: the exit handlers of
+    libraries would print their own errors about what the failure left behind)."""
+    print(f"{program()}: {message}", file=sys.stderr)
+    preemption.exit_now(exit_code)
 
 
 def start(argv: list[str]) -> None:

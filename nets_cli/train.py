@@ -8,23 +8,36 @@
 `--config` takes a file, or the name of a config the package ships (`cifar10_resnet20.yaml`).
 
 Re-running a command with the same --workdir resumes it; without --workdir each run gets a new
-folder, so SIGTERM and Ctrl-C end with the command that resumes (the one given, plus the
---workdir it used). A second run in a workdir that a run holds says which process holds it.
+folder. SIGTERM or a Ctrl-C while it trains saves a checkpoint and stops; a second Ctrl-C, or one
+before the first step is done (data loading, compiling), stops at once. Either way the run ends
+in one line that says which checkpoint is kept and the command that resumes from it (the one
+given, plus the --workdir it used), with exit status 128 + the signal. A second run in a
+workdir that a run holds says which process holds it.
 Errors in the config, the data or the workdir (a file, a full or read-only disk) are one line on
 stderr and a non-zero exit status.
 """
 
+import multiprocessing
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
 
-from absl import flags, logging
+from absl import flags
 
 from nets_cli import common
-from nets_training import config, host_memory, xla_cpu_flags
+from nets_training import config, host_memory, preemption, xla_cpu_flags
 from nets_training.errors import UserError
 from nets_training.preemption import Interrupted
+
+if multiprocessing.current_process().name != "MainProcess":
+    # A data worker starting (`data.workers`): multiprocessing's spawn runs the program's script
+    # before the worker's code, and a terminal's Ctrl-C, which reaches the whole process group,
+    # is the training process's to answer (it stops its workers; `data.start_worker` says why
+    # once the worker runs). Set here, it covers the seconds the worker takes to import grain
+    # and JAX.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 _CONFIG = flags.DEFINE_string(
     "config", None, "YAML experiment config, or a shipped one's name; default: the digits job."
@@ -56,39 +69,57 @@ _EIGEN_CONVOLUTIONS = flags.DEFINE_bool(
 
 def main(argv: list[str]) -> None:
     common.start(argv)
-    if not flags.FLAGS["verbosity"].present:
-        # A failed write comes back to the loop, which says it in one line; orbax's threads
-        # would log it first, with their tracebacks.
-        logging.get_absl_logger().addFilter(lambda record: "/orbax/" not in record.pathname)
     try:
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
         # Before importing JAX, so that config errors come back at once.
         cfg = config.load(_CONFIG.value or config.DEFAULT, overrides)
-        if _MALLOC_REUSE.value:
-            host_memory.reuse_freed_memory()  # before JAX starts its threads
-        if _EIGEN_CONVOLUTIONS.value:
-            xla_cpu_flags.prefer_eigen_convolutions()  # before JAX starts its backend
-        import jax
+        start_jax()
+        from nets_training import loop
 
-        from nets_training import loop, sharding
-
-        if _CACHE.value:
-            jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
         workdir = _WORKDIR.value or f"runs/{cfg.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        loop.train(cfg, workdir)
+        # The run unwinds on a Ctrl-C: its workdir, data workers and checkpoints are closed.
+        with preemption.exit_promptly(lambda: stopped(workdir), unwind=True):
+            loop.train(cfg, workdir)
     except Interrupted as e:
-        print(
-            f"{common.program()}: {e}; to resume, run: {resume_command(workdir)}", file=sys.stderr
-        )
-        sys.exit(e.exit_code)
+        common.fail(f"{e}; to resume, run: {resume_command(workdir)}", e.exit_code)
     except UserError as e:
-        print(f"{common.program()}: {e}", file=sys.stderr)
-        sys.exit(getattr(e, "exit_code", 2))
+        common.fail(str(e), getattr(e, "exit_code", 2))
     except OSError as e:  # writing the workdir's files: a full disk, a read-only one
-        print(f"{common.program()}: {e.filename or 'writing'}: {e.strerror or e}", file=sys.stderr)
-        sys.exit(1)
+        common.fail(f"{e.filename or 'writing'}: {e.strerror or e}", 1)
+
+
+def start_jax() -> None:
+    """Imports JAX as the flags say: memory reuse and XLA flags before it starts, then the
+    compilation cache, the quiet of failed writes, and the other processes of a multi-process
+    run."""
+    if _MALLOC_REUSE.value:
+        host_memory.reuse_freed_memory()  # before JAX starts its threads
+    if _EIGEN_CONVOLUTIONS.value:
+        xla_cpu_flags.prefer_eigen_convolutions()  # before JAX starts its backend
+    import jax
+
+    from nets_training import checkpoint, sharding
+
+    if _CACHE.value:
+        jax.config.update("jax_compilation_cache_dir", str(Path(_CACHE.value).expanduser()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    if not flags.FLAGS["verbosity"].present:
+        checkpoint.quiet_write_failures()  # the loop says a failed write in one line
+    sharding.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+
+
+def stopped(workdir: str) -> str:
+    """The line for a run that a Ctrl-C stopped at once: its newest checkpoint, and the command
+    that resumes from it."""
+    from nets_training import checkpoint
+
+    last = checkpoint.newest_complete_step(Path(workdir) / "checkpoints")
+    if last is None:
+        return f"{common.program()}: SIGINT: stopped before any checkpoint was saved"
+    return (
+        f"{common.program()}: SIGINT: stopped at once; the last checkpoint is step {last} in "
+        f"{Path(workdir) / 'checkpoints'}; to resume, run: {resume_command(workdir)}"
+    )
 
 
 def resume_command(workdir: str) -> str:

@@ -15,8 +15,10 @@ of another configuration (other shapes) stops the run, naming the variable that 
 
 import dataclasses
 import itertools
+import logging as std_logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +28,7 @@ import grain
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from absl import logging
 
 from nets_training.errors import UserError
 from nets_training.steps import TrainState
@@ -74,8 +77,7 @@ class Checkpointer:
     def last_complete_step(self) -> int | None:
         """The newest step on disk, from the folder itself (the manager's list may hold a step
         whose write failed)."""
-        steps = [int(p.name) for p in self.directory.glob("*") if p.name.isdigit()]
-        return max(steps, default=None)
+        return newest_complete_step(self.directory)
 
     def save(
         self,
@@ -210,6 +212,34 @@ class Checkpointer:
                 self._finish_writing()
         finally:
             self._manager.close()
+
+
+def newest_complete_step(directory: Path) -> int | None:
+    """The newest step of `directory` whose checkpoint is complete: orbax writes a step in a
+    temporary folder, renamed to the step's number once whole."""
+    steps = [int(p.name) for p in directory.glob("*") if p.name.isdigit()]
+    return max(steps, default=None)
+
+
+def quiet_write_failures() -> None:
+    """Keeps the echoes of a failed checkpoint write off stderr: `Checkpointer.save` and `close`
+    say it in one line. Orbax's threads log it, with tracebacks; the tensorstore writes still in
+    flight when orbax gave up complete on its closed asyncio loop, and each prints an "Event
+    loop is closed" traceback (Python's unraisable exceptions); asyncio logs each of their
+    errors as never retrieved. (`train.py` calls this, unless `--verbosity` asks for it all.)
+    """
+    logging.get_absl_logger().addFilter(lambda record: "/orbax/" not in record.pathname)
+    std_logging.getLogger("asyncio").addFilter(
+        lambda record: "exception was never retrieved" not in record.getMessage()
+    )
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def os_reason(error: Exception) -> str:

@@ -12,6 +12,9 @@ the train and eval steps scale, resize and normalise them on the device (`nets_t
 import dataclasses
 import functools
 import math
+import multiprocessing
+import os
+import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -19,6 +22,7 @@ from typing import Any
 import grain
 import numpy as np
 from absl import flags, logging
+from grain.multiprocessing import SharedMemoryArray
 from PIL import Image
 
 from nets_training.config import DataConfig
@@ -213,8 +217,53 @@ def train_iterator(
         if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
             # none parsed (train.py has)
             flags.FLAGS.mark_as_parsed()
-        ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=data.workers))
+        options = grain.MultiprocessingOptions(num_workers=data.workers)
+        ds = ds.mp_prefetch(options, worker_init_fn=start_worker)
+        ds = ds.map(in_own_memory)
     return iter(ds)
+
+
+def start_worker(worker_index: int, worker_count: int) -> None:
+    """A data worker's start (grain's `worker_init_fn`). The training process stops its workers
+    itself (`close`), after saving: a terminal's Ctrl-C, which reaches the whole process group,
+    is left to it (a worker's own KeyboardInterrupt would only print its traceback). A worker
+    whose training process ended without stopping it (killed) ends too, instead of waiting for
+    ever to hand over its next batch."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+
+
+def _end_with(parent: multiprocessing.process.BaseProcess) -> None:
+    parent.join()  # returns once the parent process is gone
+    os._exit(0)
+
+
+def in_own_memory(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`batch` copied out of the shared memory that worker processes hand it over in, which is
+    released as the copy is made. The device arrays made from a batch may keep its host buffer
+    (XLA:CPU does not copy), and shared memory still held at exit is what Python's resource
+    tracker reports as leaked."""
+    return {key: np.array(value) for key, value in batch.items()}
+
+
+def close(iterator: grain.DatasetIterator) -> None:
+    """Stops `iterator`'s worker processes, and returns once the shared memory of the batches
+    they had prefetched is released.
+
+    grain releases that memory on a thread pool of its own (`SharedMemoryArray`'s), which the
+    interpreter's exit stops before it is done, and `os._exit` skips: the resource tracker then
+    reports the memory as leaked. So the pool is drained here (a private attribute: grain has no
+    call that waits for it), and releases after this one are made at once, until workers start
+    again and grain makes a new pool.
+    """
+    iterator.close()
+    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
+    if pool is not None:
+        SharedMemoryArray._del_thread_pool = None
+        pool.close()
+        pool.join()
 
 
 def eval_batches(

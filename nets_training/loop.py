@@ -6,6 +6,7 @@ each batch: shard, `train_step`, log; evaluate and save on their cadence, and wh
 workdir is locked while the run lasts (`nets_training.workdir`).
 """
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -430,9 +431,10 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     throughput = Throughput(run.config.data.batch_size)
     if run.start_step == 0:  # a run that can start training: said once, not at each resume
         check_warmup(run.config.optim, run.steps_per_epoch, run.total_steps)
-    evaluate_missed(run, log, console)
     try:
-        with preemption.catch_signals() as stop:
+        evaluate_missed(run, log, console)
+        stopping_now = (functools.partial(data.close, run.batches), console.close)
+        with preemption.on_abrupt_exit(*stopping_now), contextlib.ExitStack() as signals:
             for step in range(run.start_step + 1, run.total_steps + 1):
                 batch = sharding.shard_batch(next(run.batches), run.mesh)
                 run.state, metrics = run.train_step(run.state, batch)
@@ -442,11 +444,15 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
                 if step == run.start_step + 1:  # leave compilation out of img/s
                     jax.block_until_ready(run.state.step)
                     throughput.restart()
+                    # SIGTERM and Ctrl-C ask for a save from here on. During the first step's
+                    # compile (minutes for a large network on a cold cache) they stop the run
+                    # at once, as while it starts: there is nothing new to save.
+                    stop = signals.enter_context(preemption.catch_signals())
                 on_step_end(run, step, stop, log, console, throughput)
-    finally:
-        run.checkpoints.close()
-        log.close()
-        console.close()
+    except BaseException as e:
+        shut_down(run, log, console, failure=e)
+        raise
+    shut_down(run, log, console, failure=None)
     summary = Summary(
         workdir,
         run.total_steps,
@@ -457,6 +463,45 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     )
     console.print(str(summary))
     return summary
+
+
+def shut_down(run: Run, log: MetricsLog, console: Console, failure: BaseException | None) -> None:
+    """Closes the checkpoints (waiting for the last write), the data pipeline (its worker
+    processes), the logs and the console: each one, even when another fails.
+
+    A failed write is raised, whatever the run's `failure` (a stop that says it saved must not,
+    when the save failed); a failure to close the others only when nothing failed before (a
+    full disk refuses the logs after the checkpoint: the first failure tells the story). A
+    Ctrl-C that stops the run at once, before (`failure`) or during the wait, is not waited for:
+    the next run removes what the write left, a temporary folder.
+    """
+    write_failure = None
+    try:
+        if not isinstance(failure, KeyboardInterrupt):
+            try:
+                run.checkpoints.close()
+            except Exception as e:  # UserError: the write failed
+                write_failure = e
+    finally:  # after a Ctrl-C in that wait too: these must not stop halfway
+        with preemption.deferring_interrupts():
+            close_failure = close_each(
+                functools.partial(data.close, run.batches), log.close, console.close
+            )
+    if write_failure is not None:
+        raise write_failure
+    if failure is None and close_failure is not None:
+        raise close_failure
+
+
+def close_each(*closers: Callable[[], None]) -> Exception | None:
+    """Calls each of `closers`, even after one fails; returns the first failure."""
+    first = None
+    for close in closers:
+        try:
+            close()
+        except Exception as e:
+            first = first or e
+    return first
 
 
 class Due(NamedTuple):

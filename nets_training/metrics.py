@@ -6,11 +6,12 @@ by the interrupted attempt are dropped from `metrics.jsonl`, and TensorBoard pur
 (`purge_step`), so the files end exactly as an uninterrupted run's would.
 """
 
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,9 @@ class MetricsLog:
         self.path = workdir / METRICS_FILE
         self.enabled = enabled
         self.records = self._rewind(resume_step or 0)
-        self._tb = None
-        if enabled:
-            writer = _summary_writer_class()
-            self._tb = writer(str(workdir / "tensorboard"), purge_step=(resume_step or 0) + 1)
+        self._events = (
+            EventFile(workdir / "tensorboard", (resume_step or 0) + 1) if enabled else None
+        )
 
     def _rewind(self, step: int) -> list[dict[str, Any]]:
         """Keeps the records of steps up to `step`; rewrites the file atomically."""
@@ -47,15 +47,18 @@ class MetricsLog:
         return records
 
     def write(self, step: int, values: dict[str, float]) -> None:
+        """Appends a record to both files.
+
+        Raises:
+          OSError: a file could not be written (a full disk); its `filename` says which.
+        """
         record = {"step": step, **values}
         self.records.append(record)
         if not self.enabled:
             return
-        with open(self.path, "a") as f:
+        with _naming(self.path), open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
-        for name, value in values.items():
-            self._tb.add_scalar(name, value, step)
-        self._tb.flush()
+        self._events.write(step, values)
 
     def best(self, name: str) -> float | None:
         values = [r[name] for r in self.records if name in r]
@@ -66,12 +69,70 @@ class MetricsLog:
         return values[-1] if values else None
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+        if self._events is not None:
+            self._events.close()
 
 
-def _summary_writer_class():
-    """tensorboardX's SummaryWriter, imported without torch.
+class EventFile:
+    """A TensorBoard event file in `folder`, written and flushed in the caller's thread.
+
+    tensorboardX's `SummaryWriter` writes on a thread of its own and flushes again at exit: on a
+    full disk, each says the error again, with its traceback, after the run has said it in one
+    line. This writes the events that `SummaryWriter(folder, purge_step=...).add_scalar` would.
+    """
+
+    def __init__(self, folder: Path, purge_step: int):
+        self.folder = folder
+        tensorboardx = _tensorboardx()
+        proto = tensorboardx.proto.event_pb2
+        self._event, self._scalar = proto.Event, tensorboardx.summary.scalar
+        with _naming(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            self._writer = tensorboardx.event_file_writer.EventsWriter(str(folder / "events"))
+            # TensorBoard drops the events at and after `purge_step` that older files hold: what
+            # the interrupted run logged after the checkpoint a resumed one starts from.
+            start = proto.SessionLog(status=proto.SessionLog.START)
+            self._write(
+                [
+                    proto.Event(step=purge_step, file_version="brain.Event:2"),
+                    proto.Event(step=purge_step, session_log=start),
+                ]
+            )
+
+    def write(self, step: int, values: Mapping[str, float]) -> None:
+        """One scalar per value, at `step`; on disk when it returns."""
+        with _naming(self.folder):
+            self._write(
+                self._event(step=step, summary=self._scalar(k, v)) for k, v in values.items()
+            )
+
+    def _write(self, events) -> None:
+        for event in events:
+            event.wall_time = time.time()
+            self._writer.write_event(event)
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Closes the file, even when a full disk refuses what was left to write (raised)."""
+        with _naming(self.folder):
+            self._writer.close()
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Gives an OSError raised in the block `path` as its file name when it has none (a write
+    or flush that a full disk refuses names no file)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
+
+
+def _tensorboardx():
+    """tensorboardX (its `event_file_writer`, `proto` and `summary` modules), imported without
+    torch.
 
     tensorboardX imports torch when it is installed, only to convert torch tensors; that costs
     seconds at every start and we log Python floats. So torch is hidden during the import (unless
@@ -81,11 +142,13 @@ def _summary_writer_class():
     if hide:
         sys.modules["torch"] = None  # makes `import torch` raise ImportError
     try:
-        from tensorboardX import SummaryWriter
+        import tensorboardX.event_file_writer
+        import tensorboardX.proto.event_pb2
+        import tensorboardX.summary
     finally:
         if hide:
             del sys.modules["torch"]
-    return SummaryWriter
+    return tensorboardX
 
 
 class Window:

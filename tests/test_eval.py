@@ -2,8 +2,11 @@
 once or continuously while it trains, with records in eval.jsonl and one-line errors."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +97,28 @@ def test_watch_gives_up_on_a_run_that_stopped_before_its_end(workdir):
         "run stopped before its last step 10 (evaluated: step 3); resume it with train.py "
         f"--workdir={workdir}, and watch again"
     ]
+
+
+def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
+    # Asleep between two looks at the run (a minute here), it answers within a second or two.
+    command = [sys.executable, "eval.py", f"--workdir={workdir}", "--set=train.steps=10"]
+    with subprocess.Popen(
+        [*command, "--watch", "--poll_seconds=60"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as watch:
+        try:
+            assert watch.stdout.readline().startswith("step 3: eval loss "), watch.communicate()
+            os.killpg(watch.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+            since = time.monotonic()
+            _, stderr = watch.communicate(timeout=60)
+        finally:
+            (workdir / "eval.jsonl").unlink(missing_ok=True)  # the module's other tests count it
+    assert watch.returncode == 128 + signal.SIGINT and time.monotonic() - since < 5
+    assert stderr.splitlines()[1:] == ["eval.py: SIGINT: stopped"]  # after the "watching" line
 
 
 @pytest.mark.parametrize(

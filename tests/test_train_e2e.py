@@ -454,6 +454,97 @@ def test_a_failing_save_is_one_line_and_keeps_the_last_complete_checkpoints(tmp_
     assert sorted(p for p in os.listdir(tmp_path / "checkpoints") if p.isdigit()) == ["3", "6"]
 
 
+def interrupt_group(args, until):
+    """Starts `args`, and once `until()` is true sends SIGINT to its process group, as a
+    terminal's Ctrl-C does (data workers included); returns (exit status, stderr, the seconds
+    from the signal to the end)."""
+    process = subprocess.Popen(
+        args,
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    deadline = time.time() + 240
+    while not until():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGINT)
+    since = time.monotonic()
+    _, stderr = process.communicate(timeout=240)
+    return process.returncode, stderr, time.monotonic() - since
+
+
+def test_ctrl_c_while_the_run_starts_stops_it_at_once_in_one_line(tmp_path):
+    # A cold compilation cache of its own: the signal comes as the run loads its data and
+    # compiles (an interrupted compile used to crash the interpreter's exit, a segfault).
+    workdir = tmp_path / "run"
+    returncode, stderr, seconds = interrupt_group(
+        command(workdir, tmp_path / "cold_cache"), lambda: (workdir / LOCK_FILE).exists()
+    )
+    assert returncode == 128 + signal.SIGINT, stderr
+    assert "Traceback" not in stderr and "Segmentation" not in stderr
+    said = [line for line in stderr.splitlines() if "train.py:" in line]
+    assert said == ["train.py: SIGINT: stopped before any checkpoint was saved"]
+    assert seconds < 10  # not the rest of the compile: within a second or two, on an idle machine
+
+
+def test_ctrl_c_reaches_the_data_workers_too_and_the_run_stops_without_their_traces(
+    tmp_path, cache
+):
+    workers = "data.workers=2"
+    returncode, stderr, _ = interrupt_group(
+        command(tmp_path, cache, workers), lambda: (tmp_path / "checkpoints" / "3").exists()
+    )
+    assert returncode == 128 + signal.SIGINT, stderr
+    assert "train.py: SIGINT at step " in stderr and "saved a checkpoint" in stderr
+    assert "Traceback" not in stderr and "leaked" not in stderr  # the workers' shared memory
+    resumed = train(tmp_path, cache, workers)  # to the end: a clean exit, workers and all
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"done: {STEPS} steps" in resumed.stderr + resumed.stdout
+    assert "Traceback" not in resumed.stderr and "leaked" not in resumed.stderr
+
+
+def can_mount_in_a_namespace_of_its_own() -> bool:
+    unshare = ["unshare", "--user", "--map-root-user", "--mount", "true"]
+    return (
+        shutil.which("unshare") is not None
+        and subprocess.run(unshare, capture_output=True).returncode == 0
+    )
+
+
+@pytest.mark.skipif(
+    not can_mount_in_a_namespace_of_its_own(),
+    reason="a full disk is a tmpfs mounted in a user and mount namespace: `unshare` cannot here",
+)
+def test_a_full_disk_is_one_line_without_the_echoes_of_the_writes_in_flight(tmp_path, cache):
+    # A real full disk: orbax's tensorstore writes fail while others are in flight, which end
+    # on orbax's closed event loop (an "Event loop is closed" traceback each, 45-124 of them).
+    workdir = tmp_path / "small_disk"
+    workdir.mkdir()
+    mount = 'mount -t tmpfs -o size=48k tmpfs "$0" && exec "$@"'
+    result = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount, str(workdir)]
+        + command(workdir, cache),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2, result.stderr
+    for echo in ("Traceback", "Event loop is closed", "never retrieved", "Exception"):
+        assert echo not in result.stderr
+    said = [line for line in result.stderr.splitlines() if "train.py:" in line]
+    assert said == [
+        f"train.py: could not write checkpoint 3 in {workdir / 'checkpoints'}: "
+        f"{os.strerror(errno.ENOSPC)}; no checkpoint is saved"
+    ]
+
+
 def test_images_too_small_for_the_network_are_one_line_before_anything_runs(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"--workdir={tmp_path / 'run'}", "--model=vgg11"]

@@ -28,7 +28,7 @@ from absl import flags
 
 from nets_cli import common
 from nets_training import config, host_memory, preemption, xla_cpu_flags
-from nets_training.errors import UserError
+from nets_training.errors import PeerLost, UserError
 from nets_training.preemption import Interrupted
 
 if multiprocessing.current_process().name != "MainProcess":
@@ -82,6 +82,8 @@ def main(argv: list[str]) -> None:
             loop.train(cfg, workdir)
     except Interrupted as e:
         common.fail(f"{e}; to resume, run: {resume_command(workdir)}", e.exit_code)
+    except PeerLost as e:
+        common.fail(f"{e}: {resume_command(workdir)}", e.exit_code)
     except UserError as e:
         common.fail(str(e), getattr(e, "exit_code", 2))
     except OSError as e:  # writing the workdir's files: a full disk, a read-only one

@@ -1,12 +1,13 @@
 """Checkpoints with orbax-checkpoint, and fine-tuning from another run's weights.
 
 `<workdir>/checkpoints/<step>/state` holds the whole `TrainState` (params, BatchNorm statistics,
-optimizer state, EMA, RNG, step), `<step>/data` the input pipeline's position (grain's
-iterator state, one file per process) and `<step>/log_window` the metrics of the train steps that
-no record has averaged yet (JSON), so that a resumed run writes the records an uninterrupted one
-would. Orbax writes each step into a temporary folder and renames it when complete, so a run
-killed at any moment leaves only whole checkpoints behind (and the next run removes the temporary
-folder: the workdir's lock makes it the only writer).
+optimizer state, EMA, RNG, step) and `<step>/log_window` the metrics of the train steps that no
+record has averaged yet (JSON), so that a resumed run writes the records an uninterrupted one
+would. The input pipeline's position is the step (`nets_training.data`), so a checkpoint holds
+nothing per process and resumes on any number of processes (older versions' `<step>/data`,
+grain's per-process position, is not read). Orbax writes each step into a temporary folder and
+renames it when complete, so a run killed at any moment leaves only whole checkpoints behind (and
+the next run removes the temporary folder: the workdir's lock makes it the only writer).
 
 A checkpoint that does not read back (a truncated file, a missing item) is moved to
 `<workdir>/damaged_checkpoints/` and the run resumes from the newest one that does; a checkpoint
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import flax
-import grain
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
@@ -51,8 +51,8 @@ class Restored(NamedTuple):
 
 
 class Checkpointer:
-    """Saves and restores a run's position under `directory/<step>/`: the `TrainState`, the data
-    iterator's position and the train metrics not logged yet."""
+    """Saves and restores a run's position under `directory/<step>/`: the `TrainState` and the
+    train metrics not logged yet."""
 
     def __init__(self, directory: Path, keep: int):
         self._manager = ocp.CheckpointManager(
@@ -64,7 +64,6 @@ class Checkpointer:
             # Named up front so that `item_metadata` can read a checkpoint before restoring it.
             item_handlers={
                 "state": ocp.StandardCheckpointHandler(),
-                "data": grain.checkpoint.CheckpointHandler(),
                 "log_window": ocp.JsonCheckpointHandler(),
             },
         )
@@ -83,7 +82,6 @@ class Checkpointer:
         self,
         step: int,
         state: TrainState,
-        data_iterator: grain.DatasetIterator,
         log_window: Sequence[Mapping[str, float]],
     ) -> None:
         """Starts writing; returns once the arrays are off the devices (they may be donated).
@@ -99,7 +97,6 @@ class Checkpointer:
             state = jax.device_get(state)
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
-            data=grain.checkpoint.CheckpointSave(data_iterator),
             log_window=ocp.args.JsonSave(list(log_window)),
         )
         self._writing = step
@@ -124,9 +121,7 @@ class Checkpointer:
             f"could not write checkpoint {step} in {self.directory}: {os_reason(error)}; {kept}"
         )
 
-    def restore_latest(
-        self, like: TrainState, data_iterator: grain.DatasetIterator
-    ) -> Restored | None:
+    def restore_latest(self, like: TrainState) -> Restored | None:
         """The newest checkpoint that reads back (see `restore`); None when there is none.
 
         Newer ones that do not read back are moved to `DAMAGED_DIR` (kept for the user to look
@@ -144,7 +139,7 @@ class Checkpointer:
                 if saved.get("state") is None:
                     raise FileNotFoundError("the state's metadata is missing")
                 check_fits(saved["state"], like, self.directory / str(step))
-                state, window = self.restore(step, like, data_iterator, saved)
+                state, window = self.restore(step, like, saved)
             except IncompatibleCheckpoint:
                 raise
             except Exception as e:  # whatever a damaged file makes orbax or tensorstore raise
@@ -183,21 +178,17 @@ class Checkpointer:
         self,
         step: int,
         like: TrainState,
-        data_iterator: grain.DatasetIterator,
         saved: Mapping[str, Any] | None = None,
     ) -> tuple[TrainState, list[dict[str, float]]]:
         """The state saved at `step`, placed like `like`, and the metrics of its steps that no
-        record has averaged yet; moves `data_iterator` to its position.
+        record has averaged yet.
 
         Checkpoints of older versions restore too: their `LEGACY_STATE_ENTRIES` are dropped, and
         having no `log_window`, the first record after resuming averages only the new steps.
         `saved` is the step's item metadata, when already read.
         """
         saved = saved or self._manager.item_metadata(step)
-        items = {
-            "state": ocp.args.StandardRestore(_state_target(like, saved["state"])),
-            "data": grain.checkpoint.CheckpointRestore(data_iterator),
-        }
+        items = {"state": ocp.args.StandardRestore(_state_target(like, saved["state"]))}
         if "log_window" in saved:
             items["log_window"] = ocp.args.JsonRestore()
         restored = self._manager.restore(step, args=ocp.args.Composite(**items))

@@ -1,9 +1,10 @@
-"""Input pipelines on grain: deterministic, sharded by process, with a checkpointable position.
+"""Input pipelines on grain: deterministic, the same however many processes share them.
 
-Training: source -> this process's shard -> shuffle (a new order every epoch) -> endless repeat ->
-augment (each record's randomness derives from the seed and its index) -> batch -> threads and,
-with `data.workers`, worker processes. So the stream of batches depends only on the seed and the
-number of processes, and `iterator.get_state()` is a small dict that restores the exact position.
+Training: source -> shuffle (a new order every epoch) -> endless repeat -> augment (each record's
+randomness derives from the seed and its place in the stream) -> local batches, of which process
+p of P takes p, p + P, p + 2P, ... -> threads and, with `data.workers`, worker processes. So the
+global batch of step s is the same whether one process feeds every device or P processes each
+feed theirs, and the stream's position is the step itself: a run resumes on any process count.
 
 Images leave the pipeline as uint8 `[batch, h, w, c]` (a quarter of float32's bytes to move);
 the train and eval steps scale, resize and normalise them on the device (`nets_training.steps`).
@@ -191,8 +192,9 @@ def train_iterator(
     seed: int,
     process_index: int = 0,
     process_count: int = 1,
+    start_step: int = 0,
 ) -> grain.DatasetIterator:
-    """An endless, checkpointable iterator of this process's training batches.
+    """An endless iterator of this process's training batches, from step `start_step` on.
 
     `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says.
     """
@@ -208,10 +210,13 @@ def train_iterator(
         flip=data.flip,
         skip_unreadable=data.skip_unreadable,
     )
-    ds = grain.MapDataset.source(dataset.train)[process_index::process_count]
-    ds = ds.seed(seed).shuffle().repeat(None).random_map(transform)
+    ds = grain.MapDataset.source(dataset.train).seed(seed).shuffle().repeat(None)
+    ds = ds.random_map(transform)  # each example's randomness: the seed and its global index
     batch_fn = fill_skipped if data.skip_unreadable else None  # None: grain's own stacking
     ds = ds.batch(local_batch, drop_remainder=True, batch_fn=batch_fn)
+    # Step s's global batch is local batches sP .. sP + P - 1 of the one stream: this process's
+    # is sP + p. Random access: nothing before `start_step` is read.
+    ds = ds[start_step * process_count + process_index :: process_count]
     ds = ds.to_iter_dataset(_read_options(data))
     if data.workers:
         if not flags.FLAGS.is_parsed():  # grain reads absl flags; callers outside absl.app have
@@ -275,24 +280,24 @@ def eval_batches(
     process_count: int = 1,
     crop: Callable[[Image.Image], Image.Image] | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
-    """One pass over this process's shard of the eval split, in full batches with a `mask`.
+    """One pass over this process's part of the eval split, in full batches with a `mask`.
 
-    The last batch is padded (mask 0), and every process yields the same number of batches, so
-    the jitted eval step sees one shape and no process waits for another that has finished.
-    `crop` replaces the centre crop of image files (`EvalTransform`).
+    As in training, global batch b is local batches bP .. bP + P - 1 of the split in order, and
+    this process's is bP + p: each global batch is the same on any number of processes, and so
+    are the sums. The last ones are padded (mask 0), and every process yields the same number of
+    batches, so the jitted eval step sees one shape and no process waits for another that has
+    finished. `crop` replaces the centre crop of image files (`EvalTransform`).
     """
     transform = EvalTransform(
         image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable, crop
     )
-    ds = grain.MapDataset.source(dataset.eval)[process_index::process_count].map(transform)
-    num_batches = math.ceil(math.ceil(len(dataset.eval) / process_count) / local_batch)
-    batches = iter(ds.batch(local_batch).to_iter_dataset(_read_options(data)))
-    template = None
+    ds = grain.MapDataset.source(dataset.eval).map(transform).batch(local_batch)
+    num_batches = math.ceil(len(dataset.eval) / (local_batch * process_count))
+    batches = iter(ds[process_index::process_count].to_iter_dataset(_read_options(data)))
     for _ in range(num_batches):
         batch = next(batches, None)
-        if batch is None:  # this process's shard ran out: a batch of padding only
-            batch = {k: v[:0] for k, v in template.items()}
-        template = batch
+        if batch is None:  # the split ran out before this process's part: padding only
+            batch = {k: v[:0] for k, v in ds[0].items()}
         pad = [(0, local_batch - len(batch["label"]))]
         yield {
             "image": np.pad(batch["image"], pad + [(0, 0)] * 3),

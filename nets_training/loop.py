@@ -40,7 +40,7 @@ from nets_training.config import (
     parse_yaml,
     to_dict,
 )
-from nets_training.errors import UserError
+from nets_training.errors import PeerLost, UserError
 from nets_training.metrics import Console, MetricsLog, Throughput, Window
 from nets_training.workdir import hold_workdir
 
@@ -338,12 +338,11 @@ def build(config: Config, workdir: Path) -> Run:
     train_step = steps.make_train_step(networks.train, tx, prepare, o.label_smoothing, o.ema_decay)
     eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
     where = (jax.process_index(), jax.process_count())
-    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where)
 
     checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
     restored, notices = None, []
     if checkpoints.latest_step() is not None:
-        restored, notices = resume(config, dataset, networks.train, tx, mesh, batches, checkpoints)
+        restored, notices = resume(config, dataset, networks.train, tx, mesh, checkpoints)
     if restored is None:
         state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
         init_from = config.finetune.init_from
@@ -351,6 +350,8 @@ def build(config: Config, workdir: Path) -> Run:
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
     else:
         state, note = restored.state, f"; resumed at step {restored.step}"
+    start_step = restored.step if restored else 0
+    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where, start_step)
     return Run(
         config=config,
         dataset=dataset,
@@ -367,7 +368,7 @@ def build(config: Config, workdir: Path) -> Run:
         checkpoints=checkpoints,
         state=state,
         window=Window(restored.log_window if restored else []),
-        start_step=restored.step if restored else 0,
+        start_step=start_step,
         note=note,
         notices=notices,
     )
@@ -379,7 +380,6 @@ def resume(
     train_fn,
     tx,
     mesh,
-    batches: grain.DatasetIterator,
     checkpoints: checkpoint.Checkpointer,
 ) -> tuple[checkpoint.Restored | None, list[str]]:
     """The newest readable checkpoint, and the lines that say what the resumed run does
@@ -396,7 +396,7 @@ def resume(
     scratch = dataclasses.replace(config, finetune=FinetuneConfig())
     like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
     try:
-        restored = checkpoints.restore_latest(like, batches)
+        restored = checkpoints.restore_latest(like)
     except checkpoint.IncompatibleCheckpoint as e:
         why = "; ".join(changed) if changed else f"{saved} does not say which setting changed"
         raise UserError(
@@ -450,8 +450,10 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
                     stop = signals.enter_context(preemption.catch_signals())
                 on_step_end(run, step, stop, log, console, throughput)
     except BaseException as e:
+        if (why := sharding.peer_failure(e)) is not None:
+            e = lost_peer(why, run.checkpoints)
         shut_down(run, log, console, failure=e)
-        raise
+        raise e from None
     shut_down(run, log, console, failure=None)
     summary = Summary(
         workdir,
@@ -465,6 +467,16 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     return summary
 
 
+def lost_peer(why: str, checkpoints: checkpoint.Checkpointer) -> PeerLost:
+    """The one line for a run whose other process ended: what failed, and what is left."""
+    last = checkpoints.last_complete_step()
+    kept = f"the last complete checkpoint is step {last}" if last else "no checkpoint is saved"
+    return PeerLost(
+        f"another process of this run ended ({why}); {kept} in {checkpoints.directory}; to "
+        f"resume, start all {jax.process_count()} processes again"
+    )
+
+
 def shut_down(run: Run, log: MetricsLog, console: Console, failure: BaseException | None) -> None:
     """Closes the checkpoints (waiting for the last write), the data pipeline (its worker
     processes), the logs and the console: each one, even when another fails.
@@ -472,12 +484,13 @@ def shut_down(run: Run, log: MetricsLog, console: Console, failure: BaseExceptio
     A failed write is raised, whatever the run's `failure` (a stop that says it saved must not,
     when the save failed); a failure to close the others only when nothing failed before (a
     full disk refuses the logs after the checkpoint: the first failure tells the story). A
-    Ctrl-C that stops the run at once, before (`failure`) or during the wait, is not waited for:
-    the next run removes what the write left, a temporary folder.
+    Ctrl-C that stops the run at once, before (`failure`) or during the wait, is not waited for,
+    nor is a write that the other processes of the run, gone, will not finish: the next run
+    removes what the write left, a temporary folder.
     """
     write_failure = None
     try:
-        if not isinstance(failure, KeyboardInterrupt):
+        if not isinstance(failure, KeyboardInterrupt | PeerLost):
             try:
                 run.checkpoints.close()
             except Exception as e:  # UserError: the write failed
@@ -559,7 +572,7 @@ def on_step_end(
         ) as e:  # an unreadable eval image: the steps trained so far are kept
             if not todo.save:
                 raise
-            run.checkpoints.save(step, run.state, run.batches, run.window.fetch())
+            run.checkpoints.save(step, run.state, run.window.fetch())
             raise sources.DataError(
                 f"{e}; the training state of step {step} was saved first "
                 f"({run.checkpoints.directory}): set data.skip_unreadable=true to leave such "
@@ -567,7 +580,7 @@ def on_step_end(
             ) from None
         throughput.restart()
     if todo.save:
-        run.checkpoints.save(step, run.state, run.batches, run.window.fetch())
+        run.checkpoints.save(step, run.state, run.window.fetch())
         throughput.restart()
     if stopping:
         raise preemption.Interrupted(

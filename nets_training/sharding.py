@@ -7,6 +7,7 @@ not depend on the device count, only the float summation order does.
 """
 
 import os
+import re
 
 import jax
 import numpy as np
@@ -15,6 +16,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from nets_training.errors import UserError
 
 DATA_AXIS = "data"
+# What a collective or the coordination service says when a peer process is gone (CPU: Gloo;
+# GPU: NCCL; any backend: the service's heartbeats).
+_PEER_GONE = ("Gloo", "NCCL", "heartbeat", "Connection reset", "coordination service")
 
 
 def initialize_distributed(
@@ -31,6 +35,18 @@ def initialize_distributed(
     explicit = coordinator_address or num_processes or process_id is not None
     if explicit or os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("JAX_DISTRIBUTED"):
         jax.distributed.initialize(coordinator_address, num_processes, process_id)
+
+
+def peer_failure(error: BaseException) -> str | None:
+    """Why a multi-process run's computation failed, when it failed because another process
+    ended (its first line, without source locations); None for any other error."""
+    if jax.process_count() == 1 or not isinstance(error, jax.errors.JaxRuntimeError):
+        return None
+    line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if not any(marker in line for marker in _PEER_GONE):
+        return None
+    line = re.sub(r"\[[^\]]*\.(cc|h):\d+\]\s*", "", line)  # [external/gloo/.../pair.cc:538]
+    return re.sub(r"^\w+: Error dispatching computation: ", "", line)
 
 
 def make_mesh() -> Mesh:

@@ -84,7 +84,16 @@ def records(workdir):
 
 
 def final_state(workdir, step=STEPS):
-    return ocp.StandardCheckpointer().restore(Path(workdir, "checkpoints", str(step), "state"))
+    """The state saved at `step`, on this process's first device, whatever the topology of the
+    run that saved it (several devices or processes)."""
+    path = Path(workdir, "checkpoints", str(step), "state")
+    checkpointer = ocp.StandardCheckpointer()
+    here = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = jax.tree.map(
+        lambda saved: jax.ShapeDtypeStruct(saved.shape, saved.dtype, sharding=here),
+        checkpointer.metadata(path).item_metadata.tree,
+    )
+    return checkpointer.restore(path, target)
 
 
 def leaves(tree):
@@ -384,7 +393,7 @@ def largest_file(folder):
 DAMAGES = {  # checkpoint: how it is damaged
     6: lambda step: largest_file(step / "state").write_bytes(b"truncated"),
     5: lambda step: (step / "state" / "_METADATA").unlink(),
-    4: lambda step: shutil.rmtree(step / "data"),  # an item missing
+    4: lambda step: shutil.rmtree(step / "state"),  # an item missing
 }
 
 
@@ -419,17 +428,18 @@ def test_damaged_checkpoints_are_moved_aside_and_the_run_resumes_from_the_newest
     assert sorted(os.listdir(tmp_path / "damaged" / "checkpoints")) == list("123456")
 
 
-# Runs train.py with grain's checkpoint writer failing as the OS would from checkpoint 9 on.
+# Runs train.py with orbax's JSON writer (the log window's) failing as the OS would from checkpoint
+# 9 on.
 FAILING_DISK = """
 import errno, os, runpy, sys
-import grain
-save = grain.checkpoint.CheckpointHandler.save
-def failing(self, directory, *args, **kwargs):
+import orbax.checkpoint as ocp
+save = ocp.JsonCheckpointHandler.async_save
+async def failing(self, directory, *args, **kwargs):
     if int(directory.parent.name.split(".")[0]) >= 9:
         code = int(os.environ["FAIL_ERRNO"])
         raise OSError(code, os.strerror(code), str(directory))
-    return save(self, directory, *args, **kwargs)
-grain.checkpoint.CheckpointHandler.save = failing
+    return await save(self, directory, *args, **kwargs)
+ocp.JsonCheckpointHandler.async_save = failing
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -133,7 +133,7 @@ def test_a_failed_evaluation_keeps_the_steps_trained_and_the_resumed_run_makes_i
     monkeypatch.setattr(loop, "log_eval", unreadable)
     with pytest.raises(sources.DataError) as raised:
         loop.on_step_end(run, 5, None, None, None, types.SimpleNamespace(restart=lambda: None))
-    assert saved == [(5, "state", "batches", "window")]
+    assert saved == [(5, "state", "window")]
     assert str(raised.value) == (
         "cannot read image val/dog/1.jpg: truncated; the training state of step 5 was saved "
         "first (ckpts): set data.skip_unreadable=true to leave such images out, and resume"

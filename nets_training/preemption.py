@@ -206,15 +206,16 @@ def _interrupt(signum, frame) -> None:
 def _raise_again(previous: Callable, unraisable) -> None:
     """`sys.unraisablehook` while `exit_promptly` runs: a KeyboardInterrupt that Python could not
     raise, the handler having run inside a garbage collector's callback or a `__del__` (JAX's
-    run at every collection), is raised again, at the main thread's next bytecode. Others go to
-    the `previous` hook."""
+    run at every collection), is raised again in the main thread once this hook has returned
+    (the signal is sent from another thread: sent here, its handler could run inside the hook,
+    whose exceptions Python prints as "Exception ignored"). Others go to the `previous` hook."""
     watcher = _watcher
     if watcher is None or not isinstance(unraisable.exc_value, KeyboardInterrupt):
         previous(unraisable)
         return
     with watcher.lock:
         watcher.answered_at = None
-    signal.raise_signal(signal.SIGINT)
+    threading.Timer(0.01, signal.raise_signal, (signal.SIGINT,)).start()
 
 
 @contextlib.contextmanager

@@ -64,6 +64,29 @@ def _sections() -> dict[str, list[str]]:
     return sections
 
 
+def section(name: str) -> str:
+    """The snapshot's section of the registry name `name`: its constructor's first name."""
+    import nets_factory
+
+    constructor = nets_factory.networks_map[name]
+    return min(n for n, c in nets_factory.networks_map.items() if c is constructor)
+
+
+def abstract(name: str) -> dict[str, Any]:
+    """`name`'s variables at 1000 classes as abstract float32 arrays, read from the snapshot:
+    what `jax.eval_shape` of its `init` gives (test_nets_factory checks that), without a trace."""
+    import jax
+    import jax.numpy as jnp
+
+    tree: dict[str, Any] = {}
+    for path, shape in leaf_shapes(section(name)).items():
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = jax.ShapeDtypeStruct(shape, jnp.float32)
+    return tree
+
+
 def leaf_shapes(name: str) -> dict[tuple[str, ...], tuple[int, ...]]:
     """`{('params', 'conv1', 'kernel'): (11, 11, 3, 64), ...}` of `name`'s snapshot section (as
     `nets_weights.convert.leaf_shapes` of its traced variables), its folded siblings unfolded."""

@@ -268,7 +268,7 @@ def initial_state(
 
 
 def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
-    """Loss, top-1 and top-5 over the eval split (every process's shard)."""
+    """Loss, top-1 and top-5 over the eval split (every process's part)."""
     sums = None
     for batch in batches:
         out = eval_step(state, sharding.shard_batch(batch, mesh))

@@ -56,13 +56,13 @@ TWINS = {
     **{f"efficientnet_v2_{v}": f"efficientnetv2_{v}" for v in "sml"},
 }
 TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
-# The feature mode (num_classes=0) is one code path per module class: traced for the class's
-# network of fewest MACs.
-_BY_CLASS = {}
+# The feature mode (num_classes=0) is one code path per family's file (its modules share their
+# head): traced for the file's network of fewest MACs.
+_BY_FILE = {}
 for _name in TRACED:
-    _BY_CLASS.setdefault(nets_factory.networks_map[_name].func, []).append(_name)
+    _BY_FILE.setdefault(nets_factory.networks_map[_name].func.__module__, []).append(_name)
 FEATURES_TRACED = {
-    min(names, key=lambda n: summary.recorded_sizes()[n].macs) for names in _BY_CLASS.values()
+    min(names, key=lambda n: summary.recorded_sizes()[n].macs) for names in _BY_FILE.values()
 }
 
 

@@ -18,14 +18,12 @@ from tests import variable_trees
 from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
-# so each distinct constructor is traced once, under its first name in sorted order.
-_FIRST_NAME = {}
+# so each distinct constructor is traced once, under its first name in sorted order (its section
+# of the variable-tree snapshot).
+ALIASES = {}  # a distinct network -> its registry names
 for _name in sorted(nets_factory.networks_map):
-    _FIRST_NAME.setdefault(id(nets_factory.networks_map[_name]), _name)
-ALL_NETWORKS = sorted(_FIRST_NAME.values())
-ALIASES = {name: [] for name in ALL_NETWORKS}  # a distinct network -> its registry names
-for _name, _ctor in sorted(nets_factory.networks_map.items()):
-    ALIASES[_FIRST_NAME[id(_ctor)]].append(_name)
+    ALIASES.setdefault(variable_trees.section(_name), []).append(_name)
+ALL_NETWORKS = sorted(ALIASES)
 
 
 def abstract_images(fn, batch=2):

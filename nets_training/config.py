@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from nets_training.errors import UserError
+from nets_training.image_policies import parse as parse_image_policy
 
 
 class _Invalid(ValueError):
@@ -79,6 +80,25 @@ class DataConfig:
     # An image file that cannot be decoded is logged and skipped (its place in the batch taken by
     # another image of that batch; in evaluation, left out) instead of stopping the run.
     skip_unreadable: bool = False
+    # Training augmentation beyond crop and flip (docs/guide.md#augmentation-recipes). The
+    # interpolation of the training crop and of the policy's geometric ops (timm's
+    # --train-interpolation): 'random' draws bilinear or bicubic each time.
+    train_interpolation: Literal["bilinear", "bicubic", "random"] = "bilinear"
+    # An image policy after crop and flip, on the host with PIL as timm (timm's --aa): RandAugment
+    # as 'rand-m9-mstd0.5-inc1' (timm's grammar), AutoAugment's ImageNet policy 'original' (or
+    # 'originalr', 'v0', 'v0r', '3a'), or 'ta_wide' (torchvision's TrivialAugment Wide).
+    auto_augment: str | None = None
+    # > 0: brightness, contrast and saturation each scaled by a factor in [1 - x, 1 + x], in a
+    # random order (torchvision's ColorJitter, timm's --color-jitter); not with auto_augment,
+    # under which timm drops it.
+    color_jitter: float = 0.0
+    # Random erasing (Zhong et al. 2020; timm's --reprob): the probability that a training image
+    # has boxes erased, on the device after normalisation.
+    reprob: float = 0.0
+    # The erased boxes' values (timm's --remode): 0 (the mean), one N(0, 1) colour per box, or
+    # N(0, 1) per pixel, in normalised units.
+    remode: Literal["const", "rand", "pixel"] = "pixel"
+    recount: int = 1  # boxes per erased image: 1 to recount, drawn per image (timm's --recount)
 
     def __post_init__(self):
         _require(
@@ -100,6 +120,53 @@ class DataConfig:
         _require(self.synthetic_examples >= 1, "synthetic_examples", "must be >= 1")
         _require((self.mean is None) == (self.std is None), "mean", "give mean and std, or neither")
         _require(self.std is None or all(s > 0 for s in self.std), "std", "must be > 0")
+        if self.auto_augment is not None:
+            try:
+                parse_image_policy(self.auto_augment)
+            except ValueError as e:
+                raise _Invalid("auto_augment", str(e)) from None
+        _require(self.color_jitter >= 0, "color_jitter", "must be >= 0")
+        _require(
+            not (self.color_jitter and self.auto_augment and "3a" not in self.auto_augment),
+            "color_jitter",
+            "timm turns colour jitter off under an auto_augment policy (other than its '3a'); "
+            "set one or the other",
+        )
+        _require(0 <= self.reprob <= 1, "reprob", "must be in [0, 1]")
+        _require(self.recount >= 1, "recount", "must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class MixupConfig:
+    """Mixup (Zhang et al. 2018) and CutMix (Yun et al. 2019) of each training batch on the device,
+    as timm's `Mixup`: example i mixes with example batch_size - 1 - i, the targets as the pixels,
+    with optim.label_smoothing folded in (docs/guide.md#augmentation-recipes)."""
+
+    mixup_alpha: float = 0.0  # > 0: mixup, the image's own weight drawn from Beta(alpha, alpha)
+    cutmix_alpha: float = 0.0  # > 0: cutmix, the kept area drawn from Beta(alpha, alpha)
+    # [min, max]: cutmix boxes whose sides are uniform fractions of the image's in [min, max),
+    # instead of cutmix_alpha's (and cutmix on): timm's --cutmix-minmax.
+    cutmix_minmax: tuple[float, ...] | None = None
+    prob: float = 1.0  # the probability that a batch, pair or example (mode) is mixed at all
+    switch_prob: float = 0.5  # with mixup and cutmix both on: the probability of cutmix
+    # One draw for the whole batch, for each mirrored pair, or for each example.
+    mode: Literal["batch", "pair", "elem"] = "batch"
+
+    def __post_init__(self):
+        _require(self.mixup_alpha >= 0, "mixup_alpha", "must be >= 0 (0: off)")
+        _require(self.cutmix_alpha >= 0, "cutmix_alpha", "must be >= 0 (0: off)")
+        minmax = self.cutmix_minmax
+        _require(
+            minmax is None or (len(minmax) == 2 and 0 < minmax[0] < minmax[1] <= 1),
+            "cutmix_minmax",
+            "must be [min, max] with 0 < min < max <= 1",
+        )
+        _require(0 <= self.prob <= 1, "prob", "must be in [0, 1]")
+        _require(0 <= self.switch_prob <= 1, "switch_prob", "must be in [0, 1]")
+
+    @property
+    def active(self) -> bool:
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0 or self.cutmix_minmax is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +194,12 @@ class OptimConfig:
     decay_epochs: float = 2.0  # exponential
     boundaries: tuple[float, ...] = (0.5, 0.75)  # step: fractions of the run
     label_smoothing: float = 0.0  # of the cross-entropy targets (Szegedy et al. 2016)
+    # The training loss, on the targets label_smoothing and mixup soften: softmax cross-entropy,
+    # or binary cross-entropy of each class's logit (timm's --bce-loss; "ResNet strikes back").
+    loss: Literal["cross_entropy", "bce"] = "cross_entropy"
+    # bce: targets above it become 1, the others 0 (timm's --bce-target-thresh); None: kept soft.
+    bce_target_threshold: float | None = None
+    bce_sum: bool = False  # bce: summed over classes (timm's --bce-sum); else averaged over them
     clip_grad_norm: float = 0.0  # > 0: clip the global gradient norm
     ema_decay: float = 0.0  # > 0: keep an EMA of the parameters; evaluation uses it
 
@@ -157,6 +230,14 @@ class OptimConfig:
             "must be increasing fractions of the run, each in (0, 1)",
         )
         _require(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
+        for key in ("bce_target_threshold", "bce_sum"):
+            _require(
+                self.loss == "bce" or getattr(self, key) in (None, False), key, "needs loss=bce"
+            )
+        threshold = self.bce_target_threshold
+        _require(
+            threshold is None or 0 <= threshold < 1, "bce_target_threshold", "must be in [0, 1)"
+        )
         _require(self.clip_grad_norm >= 0, "clip_grad_norm", "must be >= 0")
         _require(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
 
@@ -207,6 +288,7 @@ class FinetuneConfig:
 class Config:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    mixup: MixupConfig = dataclasses.field(default_factory=MixupConfig)
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     finetune: FinetuneConfig = dataclasses.field(default_factory=FinetuneConfig)
@@ -216,6 +298,12 @@ class Config:
             not (self.model.weight_decay and self.optim.decoupled_weight_decay),
             "optim.decoupled_weight_decay",
             "set model.weight_decay (L2 in the loss) or optim.decoupled_weight_decay, not both",
+        )
+        _require(
+            not (self.mixup.active and self.mixup.mode == "pair" and self.data.batch_size % 2),
+            "data.batch_size",
+            "mixup.mode=pair mixes example i with example batch_size - 1 - i: give an even "
+            "batch size",
         )
 
 

@@ -197,6 +197,13 @@ networks_map: dict[str, functools.partial] = {
 }
 
 
+# Constructor fields that were renamed: the old name is refused with what to write instead.
+RENAMED_FIELDS = {
+    "drop_path_keep_prob": "Slim's drop_path_keep_prob is now drop_path_rate = 1 - keep "
+    "probability, stochastic depth's one name in every family",
+}
+
+
 def constructor_fields(name: str) -> list[str]:
     """The constructor fields a network accepts as `get_network_fn` keyword arguments."""
     module_cls = networks_map[name].func
@@ -376,6 +383,7 @@ def get_network_fn(
     if unknown:
         close = [m for k in unknown for m in difflib.get_close_matches(k, fields, n=1)]
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        hint = "".join(f" ({RENAMED_FIELDS[k]})" for k in unknown if k in RENAMED_FIELDS) or hint
         raise TypeError(
             f"{name} got unexpected keyword argument(s) {', '.join(map(repr, unknown))}{hint}; "
             f"its constructor fields are: {', '.join(fields)}"

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, classify, drop_path, global_avg_pool
+from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
 
 _INIT = nn.initializers.truncated_normal(0.02)
@@ -111,8 +112,7 @@ class ConvNeXt(nn.Module):
                 f"ConvNeXt needs one width per stage: depths {tuple(self.depths)}, "
                 f"widths {tuple(self.widths)}"
             )
-        if not 0.0 <= self.drop_path_rate < 1.0:
-            raise ValueError(f"drop_path_rate must be in [0, 1), got {self.drop_path_rate}")
+        check_drop_path_rate(self.drop_path_rate)
         conv = partial(self.conv, dtype=self.dtype, kernel_init=_INIT)
         norm = partial(nn.LayerNorm, epsilon=self.norm_epsilon, dtype=self.dtype)
         end_points = {}
@@ -122,8 +122,7 @@ class ConvNeXt(nn.Module):
         )
         x = end_points["stem"] = norm(name="stem_norm")(x)
 
-        total = sum(self.depths)
-        rates = [self.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
+        rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
             x = ConvNeXtStage(
                 depth,

@@ -63,6 +63,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.drop_path import check_drop_path_rate
 
 
 class StageDef(NamedTuple):
@@ -184,8 +185,7 @@ class EfficientNet(nn.Module):
         for field in ("width_multiplier", "depth_multiplier"):
             if getattr(self, field) <= 0:
                 raise ValueError(f"{field} must be positive, got {getattr(self, field)}")
-        if not 0 <= self.drop_path_rate < 1:
-            raise ValueError(f"drop_path_rate must be in [0, 1), got {self.drop_path_rate}")
+        check_drop_path_rate(self.drop_path_rate)
         conv = partial(self.conv, dtype=self.dtype)
         convention = BatchNormConvention(momentum=self.bn_momentum, epsilon=self.bn_epsilon)
         norm = batch_norm(convention, train, self.dtype)

@@ -7,10 +7,11 @@ of the depth. The ImageNet stem is a 3x3/2 convolution followed by two Reduction
 (nets/pnasnet.py): one searched cell, strided where NASNet places its Reduction cells.
 
 Drop-path follows Slim: each operation's output (identity paths excepted) is dropped per example
-in training, with keep probability `1 - progress * (cell + 1) / total_cells * (1 -
-drop_path_keep_prob)`. Slim's `progress` is global step / total training steps, capped at 1; here
-it is the `drop_path_progress` call argument, 1.0 unless the training loop passes its own, e.g.
-`apply(..., drop_path_progress=jnp.minimum(1.0, step / total_steps))`.
+in training, with probability `progress * (cell + 1) / total_cells * drop_path_rate` (Slim's
+`drop_path_keep_prob` is `1 - drop_path_rate`: the field has the name stochastic depth has in
+every family of the zoo). Slim's `progress` is global step / total training steps, capped at 1;
+here it is the `drop_path_progress` call argument, 1.0 unless the caller passes its own:
+`train.py` passes `min(1, step / total_steps)`, as Slim's training does.
 
 Published parameter counts (5.3M mobile, 88.9M large) leave out the auxiliary head, which `init`
 always creates: it adds 2.4M (mobile) and 4.6M (large) parameters, used in training only.
@@ -25,6 +26,7 @@ import jax.numpy as jnp
 
 from nets.features import deepest_per_stride
 from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
+from nets.layers.drop_path import check_drop_path_rate
 from nets.layers.padding import smallest_input
 from nets.nasnet_cells import STRIDED_POOL_PADDINGS, AuxHead, Cell, CellSpec, slim_kernel_init
 
@@ -74,7 +76,7 @@ class NASNet(nn.Module):
     num_cells: int  # normal cells, reductions and stem excluded
     num_conv_filters: int  # filters per hidden state in the first stage
     stem_multiplier: float
-    drop_path_keep_prob: float  # of the last cell, at the end of the drop-path schedule
+    drop_path_rate: float  # of the last cell, at the end of the drop-path schedule
     # True: the cell after a reduction reads the reduction's older input, not the reduction's own
     # input. (PNASNet has no separate reduction cells; both its configurations set True.)
     skip_reduction_layer_input: bool
@@ -127,6 +129,7 @@ class NASNet(nn.Module):
         `train` switches batch statistics, dropout, drop-path and the auxiliary head;
         `drop_path_progress` in [0, 1] scales drop-path (see the module docstring).
         """
+        check_drop_path_rate(self.drop_path_rate)
         if self.strided_pool_padding not in STRIDED_POOL_PADDINGS:
             raise ValueError(
                 f"strided_pool_padding must be one of {STRIDED_POOL_PADDINGS}, "
@@ -141,10 +144,10 @@ class NASNet(nn.Module):
 
         def cell(spec, filter_scaling, strides, cell_num, name):
             # Slim scales drop-path by depth: (cell_num + 1) / total_cells reaches 1 at the top.
-            keep = 1.0 - (cell_num + 1) / total_cells * (1.0 - self.drop_path_keep_prob)
+            rate = (cell_num + 1) / total_cells * self.drop_path_rate
             features = int(self.num_conv_filters * filter_scaling)
             module = Cell(
-                spec, features, strides, keep, conv, norm, self.strided_pool_padding, name=name
+                spec, features, strides, rate, conv, norm, self.strided_pool_padding, name=name
             )
             return partial(module, train=train, drop_path_progress=drop_path_progress)
 
@@ -236,7 +239,7 @@ nasnet_cifar = partial(
     num_cells=18,
     num_conv_filters=32,
     stem_multiplier=3.0,
-    drop_path_keep_prob=0.6,
+    drop_path_rate=0.4,
     skip_reduction_layer_input=False,
 )
 nasnet_mobile = partial(
@@ -244,7 +247,7 @@ nasnet_mobile = partial(
     num_cells=12,
     num_conv_filters=44,
     stem_multiplier=1.0,
-    drop_path_keep_prob=1.0,
+    drop_path_rate=0.0,
     skip_reduction_layer_input=False,
 )
 nasnet_large = partial(
@@ -252,6 +255,6 @@ nasnet_large = partial(
     num_cells=18,
     num_conv_filters=168,
     stem_multiplier=3.0,
-    drop_path_keep_prob=0.7,
+    drop_path_rate=0.3,
     skip_reduction_layer_input=True,
 )

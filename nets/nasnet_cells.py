@@ -146,14 +146,14 @@ class Cell(nn.Module):
 
     Drop-path (Slim's `drop_path`, training only): each operation's output, identities excepted,
     is zeroed for a whole example with probability 1 - keep and otherwise scaled by 1 / keep, where
-    keep = 1 - drop_path_progress * (1 - drop_path_keep_prob); `drop_path_keep_prob` is already
-    scaled by the cell's depth. One draw from the 'dropout' stream serves the whole cell.
+    keep = 1 - drop_path_progress * drop_path_rate; `drop_path_rate` is already scaled by the
+    cell's depth. One draw from the 'dropout' stream serves the whole cell.
     """
 
     spec: CellSpec
     features: int
     strides: int
-    drop_path_keep_prob: float
+    drop_path_rate: float
     conv: ModuleDef
     norm: ModuleDef
     strided_pool_padding: str = "SAME"  # one of STRIDED_POOL_PADDINGS
@@ -163,9 +163,9 @@ class Cell(nn.Module):
         prev = self._match_prev(prev, x)
         x = self.conv(self.features, (1, 1), name="conv_1x1")(nn.relu(x))
         states = [self.norm(name="beginning_bn")(x), prev]
-        drop_path = train and self.drop_path_keep_prob < 1.0
+        drop_path = train and self.drop_path_rate > 0.0
         if drop_path:
-            keep = 1.0 - drop_path_progress * (1.0 - self.drop_path_keep_prob)
+            keep = 1.0 - drop_path_progress * self.drop_path_rate
             shape = (len(self.spec.combinations), 2, x.shape[0], 1, 1, 1)
             noise = jax.random.uniform(self.make_rng("dropout"), shape)
             scales = (jnp.floor(keep + noise) / keep).astype(x.dtype)

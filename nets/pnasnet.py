@@ -44,7 +44,7 @@ pnasnet_large = partial(
     num_cells=12,
     num_conv_filters=216,
     stem_multiplier=3.0,
-    drop_path_keep_prob=0.6,
+    drop_path_rate=0.4,
     skip_reduction_layer_input=True,
 )
 pnasnet_mobile = partial(
@@ -52,6 +52,6 @@ pnasnet_mobile = partial(
     num_cells=9,
     num_conv_filters=54,
     stem_multiplier=1.0,
-    drop_path_keep_prob=1.0,
+    drop_path_rate=0.0,
     skip_reduction_layer_input=True,
 )

@@ -21,7 +21,17 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.features import deepest_per_stride
-from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
+from nets.layers import (
+    TORCH,
+    Conv,
+    ModuleDef,
+    batch_norm,
+    classify,
+    drop_path,
+    global_avg_pool,
+    max_pool,
+)
+from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
 
 class ResNetBlock(nn.Module):
@@ -34,6 +44,11 @@ class ResNetBlock(nn.Module):
     strides: tuple[int, int] = (1, 1)
     # False: He et al.'s option A for CIFAR (subsample and zero-pad channels; no parameters).
     projection_shortcut: bool = True
+    # Where option A's zero channels go: 'after' the input's, or half on 'both' sides (the
+    # community's PyTorch CIFAR ResNets, whose weights need it).
+    shortcut_padding: str = "after"
+    drop_path_rate: float = 0.0  # stochastic depth of the residual branch (`ResNet`'s)
+    deterministic: bool = True  # False: training, where drop path is active
 
     @nn.compact
     def __call__(self, x):
@@ -45,6 +60,7 @@ class ResNetBlock(nn.Module):
         y = self.norm(scale_init=nn.initializers.zeros_init())(y)
         if residual.shape != y.shape:
             residual = self._shortcut(residual)
+        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
         return self.act(residual + y)
 
     def _shortcut(self, x):
@@ -52,7 +68,13 @@ class ResNetBlock(nn.Module):
             x = self.conv(self.filters, (1, 1), self.strides, name="conv_proj")(x)
             return self.norm(name="norm_proj")(x)
         x = x[:, :: self.strides[0], :: self.strides[1], :]
-        return jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, self.filters - x.shape[-1])))
+        new = self.filters - x.shape[-1]
+        sides = {"after": (0, new), "both": (new // 2, new - new // 2)}
+        if self.shortcut_padding not in sides:
+            raise ValueError(
+                f"shortcut_padding={self.shortcut_padding!r}: expected one of {sorted(sides)}"
+            )
+        return jnp.pad(x, ((0, 0), (0, 0), (0, 0), sides[self.shortcut_padding]))
 
 
 class BottleneckResNetBlock(nn.Module):
@@ -69,6 +91,8 @@ class BottleneckResNetBlock(nn.Module):
     strides: tuple[int, int] = (1, 1)
     groups: int = 1
     width_per_group: int = 64
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):
@@ -85,6 +109,7 @@ class BottleneckResNetBlock(nn.Module):
         if residual.shape != y.shape:
             residual = self.conv(self.filters * 4, (1, 1), self.strides, name="conv_proj")(residual)
             residual = self.norm(name="norm_proj")(residual)
+        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
         return self.act(residual + y)
 
 
@@ -104,6 +129,8 @@ class PreActBottleneckBlock(nn.Module):
     act: Callable
     strides: tuple[int, int] = (1, 1)
     use_bias: bool = True
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):
@@ -118,7 +145,7 @@ class PreActBottleneckBlock(nn.Module):
         y = self.conv(self.filters, (3, 3), self.strides)(y)
         y = self.act(self.norm()(y))
         y = self.conv(self.filters * 4, (1, 1), use_bias=self.use_bias)(y)
-        return shortcut + y
+        return shortcut + drop_path(self, y, self.drop_path_rate, not self.deterministic)
 
 
 def _is_pre_activation(block_cls) -> bool:
@@ -153,6 +180,10 @@ class ResNet(nn.Module):
     # projection convolutions of pre-activation networks (Slim's have them, timm's resnetv2 has
     # none); v1 networks have no such convolution.
     bias_without_norm: bool = True
+    # Stochastic depth (Huang et al. 2016) of each block's residual branch, rising linearly from 0
+    # at the first block to this rate at the last (timm's rule, "ResNet strikes back" trains
+    # ResNet-50 with 0.05); training only, from the 'dropout' rng.
+    drop_path_rate: float = 0.0
 
     def feature_strides(self) -> dict[str, int]:
         """The stem convolution's map (timm's `act1`) and each stage's (`nets.features`)."""
@@ -162,6 +193,7 @@ class ResNet(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
+        check_drop_path_rate(self.drop_path_rate)
         conv = partial(self.conv, use_bias=False, dtype=self.dtype, padding=self.padding)
         norm = batch_norm(TORCH, train, self.dtype)
         pre_activation = _is_pre_activation(self.block_cls)
@@ -183,14 +215,21 @@ class ResNet(nn.Module):
             x = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
         end_points["stem"] = x
 
-        block = self.block_cls
+        block = self.blocks()
         if pre_activation:
             block = partial(block, use_bias=self.bias_without_norm)
+        rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.stage_sizes)))
         for i, block_size in enumerate(self.stage_sizes):
             for j in range(block_size):
                 strides = (2, 2) if i > 0 and j == 0 else (1, 1)
                 x = block(
-                    self.num_filters * 2**i, strides=strides, conv=conv, norm=norm, act=self.act
+                    self.num_filters * 2**i,
+                    strides=strides,
+                    conv=conv,
+                    norm=norm,
+                    act=self.act,
+                    drop_path_rate=next(rates),
+                    deterministic=not train,
                 )(x)
             end_points[f"block{i + 1}"] = x
         if pre_activation:
@@ -198,6 +237,10 @@ class ResNet(nn.Module):
 
         x = global_avg_pool(x)
         return classify(x, end_points, self.num_classes, train=train, dtype=self.dtype)
+
+    def blocks(self) -> ModuleDef:
+        """The block constructor, with the fields a subclass adds to every block."""
+        return self.block_cls
 
 
 class CifarResNet(ResNet):
@@ -210,6 +253,12 @@ class CifarResNet(ResNet):
     stem_kernel_size: int = 3
     stem_strides: int = 1
     stem_pool: bool = False
+    # Where the option-A shortcuts' zero channels go: 'after' the input's, or 'both' sides
+    # (`planes // 4` before and after, as the community's PyTorch checkpoints were trained).
+    shortcut_padding: str = "after"
+
+    def blocks(self) -> ModuleDef:
+        return partial(self.block_cls, shortcut_padding=self.shortcut_padding)
 
 
 # ResNet v1.5, the Flax ImageNet example's and torchvision's.

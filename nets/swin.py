@@ -53,6 +53,7 @@ import numpy as np
 
 from nets.layers import Conv, DotProductAttention, ModuleDef, classify, drop_path, global_avg_pool
 from nets.layers.attention import Implementation
+from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.vit import Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which timm's and torchvision's Swin use
@@ -303,8 +304,7 @@ class SwinTransformer(nn.Module):
             self.embed_dim, self.patch_size, self.conv, self.epsilon, self.dtype, name="patch_embed"
         )(jnp.asarray(x, self.dtype))
 
-        total = sum(self.depths)
-        rates = [self.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
+        rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         windows = stage_windows(
             self.img_size // self.patch_size, len(self.depths), self.window_size
         )
@@ -346,8 +346,7 @@ class SwinTransformer(nn.Module):
                 f"img_size {self.img_size} and window_size {self.window_size}: img_size must be "
                 f"at least patch_size ({self.patch_size}) and window_size at least 1"
             )
-        if not 0.0 <= self.drop_path_rate < 1.0:
-            raise ValueError(f"drop_path_rate must be in [0, 1), got {self.drop_path_rate}")
+        check_drop_path_rate(self.drop_path_rate)
 
 
 # timm's configurations (Liu et al. Table 1 / Section 3.3: Swin-T, Swin-S, Swin-B at 224 px,

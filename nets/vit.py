@@ -25,9 +25,9 @@ Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled
 - `regularization_loss` covers the convolution and dense kernels only: not LayerNorm, biases,
   `pos_embed`, `cls_token` or `dist_token`, which timm's `no_weight_decay()` and its optimizer
   factory (no decay for 1-D parameters) leave out too.
-- `drop_path_rate` is stochastic depth at one rate for every block; timm ramps it linearly over
-  the depth (DeiT trains with 0.1 at the last block). `dropout_rate` is timm's `drop_rate` (after
-  the position embeddings, the attention projection, each MLP layer and before the head).
+- `drop_path_rate` is stochastic depth rising linearly from 0 at the first block to this rate at
+  the last, as timm's (DeiT-S trains with 0.1). `dropout_rate` is timm's `drop_rate` (after the
+  position embeddings, the attention projection, each MLP layer and before the head).
 """
 
 from functools import partial
@@ -37,8 +37,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, DotProductAttention, ModuleDef, classify
+from nets.layers import Conv, DotProductAttention, ModuleDef, classify, drop_path
 from nets.layers.attention import Implementation
+from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
 LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
 _dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
@@ -100,13 +101,11 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
-        # Stochastic depth: the whole residual branch of a sample dropped (one mask per sample).
-        drop_path = nn.Dropout(self.drop_path_rate, broadcast_dims=(1, 2), deterministic=not train)
         width = x.shape[-1]
         attn = Attention(self.num_heads, self.dropout_rate, self.dtype, self.attention, name="attn")
-        x = x + drop_path(attn(norm(name="norm1")(x), train))
+        x = x + drop_path(self, attn(norm(name="norm1")(x), train), self.drop_path_rate, train)
         mlp = Mlp(int(width * self.mlp_ratio), self.dropout_rate, self.dtype, name="mlp")
-        return x + drop_path(mlp(norm(name="norm2")(x), train))
+        return x + drop_path(self, mlp(norm(name="norm2")(x), train), self.drop_path_rate, train)
 
 
 def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.Array:
@@ -145,6 +144,8 @@ class VisionTransformer(nn.Module):
     img_size: int = 224  # the image size the position embeddings are made for
     num_classes: int | None = 1000
     dropout_rate: float = 0.0  # timm's drop_rate
+    # Stochastic depth of the residual branches, rising linearly from 0 at the first block to
+    # this rate at the last (timm's rule); training only, with the 'dropout' rng.
     drop_path_rate: float = 0.0
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
@@ -168,6 +169,7 @@ class VisionTransformer(nn.Module):
                 f"img_size {self.img_size} is smaller than one patch of {self.patch_size} "
                 "pixels: img_size must be at least patch_size"
             )
+        check_drop_path_rate(self.drop_path_rate)
         end_points = {}
         patch = (self.patch_size, self.patch_size)
         x = self.conv(
@@ -203,13 +205,15 @@ class VisionTransformer(nn.Module):
             self.num_heads,
             self.mlp_ratio,
             self.dropout_rate,
-            self.drop_path_rate,
-            self.epsilon,
-            self.dtype,
-            self.attention,
+            epsilon=self.epsilon,
+            dtype=self.dtype,
+            attention=self.attention,
         )
+        rates = linear_drop_path_rates(self.drop_path_rate, self.depth)
         for i in range(self.depth):
-            x = end_points[f"block{i + 1}"] = block(name=f"blocks_{i}")(x, train)
+            x = end_points[f"block{i + 1}"] = block(drop_path_rate=rates[i], name=f"blocks_{i}")(
+                x, train
+            )
         x = end_points["norm"] = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm")(x)
 
         head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)

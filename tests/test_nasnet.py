@@ -152,20 +152,21 @@ def test_aux_logits_only_in_training_and_switchable():
         ("pnasnet_large", ["cell_stem_0", "cell_stem_1", "cell_0", "cell_1", "cell_2"]),
     ],
 )
-def test_drop_path_keep_prob_scales_with_depth(name, cells):
-    keep = {}
+def test_drop_path_rate_scales_with_depth(name, cells):
+    rate = {}
 
     def record(next_fun, args, kwargs, context):
         if isinstance(context.module, nasnet_cells.Cell):
-            keep[context.module.name] = context.module.drop_path_keep_prob
+            rate[context.module.name] = context.module.drop_path_rate
         return next_fun(*args, **kwargs)
 
     with nn.intercept_methods(record):
         abstract_init(tiny(name, num_cells=3, use_aux_head=False), batch=1)
-    p = nets_factory.networks_map[name].keywords["drop_path_keep_prob"]
-    assert list(keep) == cells
-    for position, cell in enumerate(keep):
-        assert keep[cell] == pytest.approx(1 - (position + 1) / len(keep) * (1 - p))
+    p = nets_factory.networks_map[name].keywords["drop_path_rate"]
+    assert p == {"nasnet_large": 0.3, "pnasnet_large": 0.4}[name]  # 1 - Slim's keep_prob
+    assert list(rate) == cells
+    for position, cell in enumerate(rate):
+        assert rate[cell] == pytest.approx((position + 1) / len(rate) * p)
 
 
 def test_factorized_reduction_reads_even_and_odd_pixels():
@@ -274,7 +275,7 @@ def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():
     np.testing.assert_array_equal(logits_a, logits_b)
     for path, leaf in jax.tree_util.tree_leaves_with_path(g):
         assert np.all(np.isfinite(leaf)) and np.any(leaf != 0), jax.tree_util.keystr(path)
-    # Fully scheduled drop-path (keep 0.6 at the top) depends on the 'dropout' key.
+    # Fully scheduled drop-path (rate 0.4 at the top) depends on the 'dropout' key.
     _, logits_c = grads(variables["params"], jax.random.key(2), 1.0)
     _, logits_d = grads(variables["params"], jax.random.key(3), 1.0)
     assert not np.allclose(logits_c, logits_d)

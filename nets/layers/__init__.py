@@ -10,7 +10,8 @@
 - `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
 - `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block;
   `FusedMBConv`: EfficientNetV2's fused block.
-- `drop_path`: stochastic depth of a residual branch (ConvNeXt, Swin).
+- `drop_path`: stochastic depth of a residual branch (`nets.layers.drop_path` also has the
+  linear rule of rates per block, and their check).
 """
 
 from nets.layers.attention import DotProductAttention

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, classify, drop_path, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
+from nets.layers.layer_depth import stage_block_index
 from nets.layers.padding import smallest_input
 
 _INIT = nn.initializers.truncated_normal(0.02)
@@ -104,6 +105,17 @@ class ConvNeXt(nn.Module):
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem."""
         return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+
+    def layer_id(self, path: tuple[str, ...]) -> int:
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (timm's `group_matcher`): 0 for the stem, `1 + n` for the network's block `n` (counted
+        over all stages; a stage's downsampling with its first block), the head (its norm too)
+        last."""
+        if path[0].startswith("stem_"):
+            return 0
+        if path[0].startswith("stages_"):
+            return 1 + stage_block_index(self.depths, path)
+        return 1 + sum(self.depths)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

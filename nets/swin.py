@@ -54,6 +54,7 @@ import numpy as np
 from nets.layers import Conv, DotProductAttention, ModuleDef, classify, drop_path, global_avg_pool
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
+from nets.layers.layer_depth import stage_block_index
 from nets.vit import Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which timm's and torchvision's Swin use
@@ -294,6 +295,17 @@ class SwinTransformer(nn.Module):
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's map, from the patch size (`nets.features`)."""
         return {f"stage{i + 1}": self.patch_size * 2**i for i in range(len(self.depths))}
+
+    def layer_id(self, path: tuple[str, ...]) -> int:
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (timm's `group_matcher`): 0 for the patch embedding, `1 + n` for the network's block `n`
+        (a stage's patch merging with its first block), the final norm with the last block, the
+        head last."""
+        if path[0] == "patch_embed":
+            return 0
+        if path[0].startswith("layers_"):
+            return 1 + stage_block_index(self.depths, path)
+        return sum(self.depths) + (path[0] != "norm")
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

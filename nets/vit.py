@@ -162,6 +162,17 @@ class VisionTransformer(nn.Module):
         """timm's `feature_info`: every block's tokens, on the patch grid (`nets.features`)."""
         return {f"block{i + 1}": self.patch_size for i in range(self.depth)}
 
+    def layer_id(self, path: tuple[str, ...]) -> int:
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (timm's `group_matcher`): 0 for the patch embedding, tokens and position embeddings,
+        `i + 1` for `blocks_i`, the final norm with the last block, `depth + 1` for the heads."""
+        top = path[0] if path else ""  # the tokens and position embeddings have no module
+        if top in ("", "patch_embed"):
+            return 0
+        if top.startswith("blocks_"):
+            return int(top.removeprefix("blocks_")) + 1
+        return self.depth if top == "norm" else self.depth + 1
+
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         if self.img_size < self.patch_size:

@@ -80,6 +80,10 @@ class DataConfig:
     # An image file that cannot be decoded is logged and skipped (its place in the batch taken by
     # another image of that batch; in evaluation, left out) instead of stopping the run.
     skip_unreadable: bool = False
+    # > 1: repeated augmentation (Hoffer et al. 2020; DeiT's RASampler, 3): each epoch takes
+    # len / N images of its shuffled order, each N times in a row (N differently augmented
+    # copies, in one global batch unless a batch boundary splits them): an epoch keeps its length.
+    repeated_augmentation: int = 1
     # Training augmentation beyond crop and flip (docs/guide.md#augmentation-recipes). The
     # interpolation of the training crop and of the policy's geometric ops (timm's
     # --train-interpolation): 'random' draws bilinear or bicubic each time.
@@ -118,6 +122,7 @@ class DataConfig:
         _require(self.workers >= 0, "workers", "must be >= 0")
         _require(self.threads >= 1, "threads", "must be >= 1")
         _require(self.synthetic_examples >= 1, "synthetic_examples", "must be >= 1")
+        _require(self.repeated_augmentation >= 1, "repeated_augmentation", "must be >= 1")
         _require((self.mean is None) == (self.std is None), "mean", "give mean and std, or neither")
         _require(self.std is None or all(s > 0 for s in self.std), "std", "must be > 0")
         if self.auto_augment is not None:
@@ -176,14 +181,19 @@ class OptimConfig:
     # The optimizer (optax): plain SGD, heavy-ball or Nesterov momentum, AdamW, RMSProp, LAMB, LARS.
     name: Literal["sgd", "momentum", "nesterov", "adamw", "rmsprop", "lamb", "lars"] = "momentum"
     lr: float = 0.1  # the peak learning rate, reached after warmup
-    lr_reference_batch: int = 0  # > 0: lr *= data.batch_size / lr_reference_batch (Goyal et al.)
+    # > 0: lr *= batch / lr_reference_batch (Goyal et al.), batch the effective one (data.batch_size
+    # x accumulate_steps).
+    lr_reference_batch: int = 0
     momentum: float = 0.9  # momentum, nesterov, rmsprop, lars
     beta1: float = 0.9  # adamw, lamb
     beta2: float = 0.999  # adamw, lamb
     rms_decay: float = 0.9  # rmsprop: decay of the squared-gradient average
     eps: float = 1e-8  # adamw, lamb, rmsprop
-    # Decoupled decay (Loshchilov & Hutter) of adamw/lamb/lars, on conv and dense kernels only.
-    # The L2 penalty in the loss is model.weight_decay; one run uses one or the other, never both.
+    # Decoupled decay (Loshchilov & Hutter) of adamw/lamb/lars, on conv and dense kernels only:
+    # never on norms, biases, layer scales, position embeddings, class/distillation tokens or
+    # Swin's relative position tables (timm's no_weight_decay and its 1-D rule leave out the
+    # same). The L2 penalty in the loss is model.weight_decay (the same kernels); one run uses
+    # one or the other, never both.
     decoupled_weight_decay: float = 0.0
     # The learning rate after warmup, over the rest of the run.
     schedule: Literal["constant", "cosine", "exponential", "polynomial", "step"] = "cosine"
@@ -202,6 +212,17 @@ class OptimConfig:
     bce_sum: bool = False  # bce: summed over classes (timm's --bce-sum); else averaged over them
     clip_grad_norm: float = 0.0  # > 0: clip the global gradient norm
     ema_decay: float = 0.0  # > 0: keep an EMA of the parameters; evaluation uses it
+    # Layer-wise learning-rate decay (BEiT; ConvNeXt's fine-tuning): a parameter at depth d of
+    # the network's L depths learns at lr * layer_decay ** (L - 1 - d), d from the network
+    # (timm's parameter groups: embeddings 0, block i i + 1, the head L - 1; ViT/DeiT, ConvNeXt,
+    # Swin). 1: every parameter at lr.
+    layer_decay: float = 1.0
+    # Gradient accumulation (optax.MultiSteps): the optimizer steps once every accumulate_steps
+    # train steps, on their mean gradient, so a recipe's batch fits a small host: the effective
+    # batch is data.batch_size x accumulate_steps, which lr_reference_batch, the schedule and
+    # its warmup count in; BatchNorm's statistics are each micro-batch's, updated at each.
+    # train.steps must be a multiple of it; epochs round up to whole optimizer steps.
+    accumulate_steps: int = 1
 
     def __post_init__(self):
         _require(self.lr > 0, "lr", "must be > 0")
@@ -240,6 +261,8 @@ class OptimConfig:
         )
         _require(self.clip_grad_norm >= 0, "clip_grad_norm", "must be >= 0")
         _require(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
+        _require(0 < self.layer_decay <= 1, "layer_decay", "must be in (0, 1]")
+        _require(self.accumulate_steps >= 1, "accumulate_steps", "must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,16 +3,28 @@
 Weight decay, once: `model.weight_decay` is Slim's L2 penalty, added to the loss by
 `network_fn.regularization_loss` (so sgd/momentum/rmsprop see it through the gradient, as in
 Slim); `optim.decoupled_weight_decay` is the decay of adamw/lamb/lars (Loshchilov & Hutter),
-applied by optax to the same conv and dense kernels. The config refuses both at once.
+applied by optax to the same conv and dense kernels. The config refuses both at once. Kernels
+are every parameter timm decays: its optimizers leave out 1-D parameters (norms, biases, layer
+scales) and each network's `no_weight_decay()` (position embeddings, tokens, Swin's relative
+position tables), which are the zoo's parameters not named `kernel`
+(tests/test_layer_decay.py checks the groups of vit_small and convnext_tiny against timm's).
+
+Layer-wise learning-rate decay scales each parameter's update by `layer_decay ** (L - 1 - d)`,
+`d` the parameter's depth that the network itself gives (`module.layer_id(path)`), as timm's
+`param_groups_layer_decay` scales each group's learning rate. Gradient accumulation wraps the
+whole optimizer in `optax.MultiSteps`, whose inner optimizer (and so the schedule) counts
+optimizer steps.
 """
 
 import re
 from collections.abc import Sequence
 
+import flax.linen as nn
 import jax
 import optax
 
 from nets_training.config import OptimConfig
+from nets_training.errors import UserError
 
 
 def peak_lr(optim: OptimConfig, batch_size: int) -> float:
@@ -58,14 +70,53 @@ def path_name(path) -> str:
     return "/".join(str(getattr(k, "key", k)) for k in path)
 
 
+def layer_scales(module: nn.Module, params, decay: float):
+    """Each parameter's learning-rate scale, `decay ** (L - 1 - d)`: `d` its depth by
+    `module.layer_id`, `L` the number of depths (timm's: the largest plus one)."""
+    depths = jax.tree_util.tree_map_with_path(
+        lambda p, _: module.layer_id(tuple(str(k.key) for k in p[:-1])), params
+    )
+    top = max(jax.tree.leaves(depths))
+    return jax.tree.map(lambda d: decay ** (top - d), depths)
+
+
+def scale_by_layer(module: nn.Module, decay: float) -> optax.GradientTransformation:
+    """Multiplies each update by its `layer_scales`: the same as scaling each group's learning
+    rate (the updates are linear in it), whatever the optimizer."""
+    if not hasattr(module, "layer_id"):
+        raise UserError(
+            f"optim.layer_decay={decay}: {type(module).__name__} does not say its parameters' "
+            "depths; layer decay is for ViT/DeiT, ConvNeXt and Swin (or set layer_decay=1)"
+        )
+
+    def scale(updates, params=None):
+        scales = layer_scales(module, updates, decay)
+        return jax.tree.map(lambda u, s: u * s, updates, scales)
+
+    return optax.stateless(scale)
+
+
 def optimizer(
-    optim: OptimConfig, learning_rate: optax.Schedule, trainable: Sequence[str] = ()
+    optim: OptimConfig,
+    learning_rate: optax.Schedule,
+    trainable: Sequence[str] = (),
+    module: nn.Module | None = None,
 ) -> optax.GradientTransformation:
-    """The optimizer `optim.name`, with gradient clipping and, if `trainable`, frozen params.
+    """The optimizer `optim.name`, with gradient clipping, layer decay (of `module`'s depths),
+    frozen params if `trainable`, and accumulation (`optax.MultiSteps`).
 
     `trainable` regexes are searched in 'params/<module path>/<name>'; params that match none of
     them get zero updates (and so no decoupled decay either).
     """
+    tx = _frozen(_base(optim, learning_rate, module), trainable)
+    if optim.accumulate_steps > 1:
+        return optax.MultiSteps(tx, every_k_schedule=optim.accumulate_steps)
+    return tx
+
+
+def _base(
+    optim: OptimConfig, learning_rate: optax.Schedule, module: nn.Module | None
+) -> optax.GradientTransformation:
     wd = optim.decoupled_weight_decay
     if optim.name == "sgd":
         tx = optax.sgd(learning_rate)
@@ -91,6 +142,13 @@ def optimizer(
         )
     if optim.clip_grad_norm:
         tx = optax.chain(optax.clip_by_global_norm(optim.clip_grad_norm), tx)
+    if optim.layer_decay < 1:
+        tx = optax.chain(tx, scale_by_layer(module, optim.layer_decay))
+    return tx
+
+
+def _frozen(tx: optax.GradientTransformation, trainable: Sequence[str]):
+    """`tx` on the params `trainable` matches (all when empty), zero updates on the others."""
     if not trainable:
         return tx
     patterns = [re.compile(p) for p in trainable]

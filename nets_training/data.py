@@ -184,6 +184,30 @@ def _read_options(data: DataConfig) -> grain.ReadOptions:
     return grain.ReadOptions(num_threads=data.threads, prefetch_buffer_size=4 * data.threads)
 
 
+class RepeatedAugmentation(grain.MapDataset):
+    """Repeated augmentation (Hoffer et al. 2020) as DeiT's `RASampler` orders it, on the one
+    training stream: epoch e of `parent` (a shuffled, repeated source of `length` records) is
+    its first `length / repeats` records, each `repeats` times in a row, so the epoch keeps its
+    length. Random access, as `parent`'s: the order is the seed's and the epoch's, and a run
+    resumes at any step; each copy's augmentation is its own (its place in the stream)."""
+
+    def __init__(self, parent: grain.MapDataset, length: int, repeats: int):
+        super().__init__(parent)
+        self._length, self._repeats = length, repeats
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    def __str__(self) -> str:
+        return f"RepeatedAugmentation(repeats={self._repeats})"
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        epoch, position = divmod(index, self._length)
+        return self._parent[epoch * self._length + position // self._repeats]
+
+
 def train_iterator(
     dataset: Dataset,
     data: DataConfig,
@@ -211,6 +235,8 @@ def train_iterator(
         skip_unreadable=data.skip_unreadable,
     )
     ds = grain.MapDataset.source(dataset.train).seed(seed).shuffle().repeat(None)
+    if data.repeated_augmentation > 1:
+        ds = RepeatedAugmentation(ds, len(dataset.train), data.repeated_augmentation)
     ds = ds.random_map(transform)  # each example's randomness: the seed and its global index
     batch_fn = fill_skipped if data.skip_unreadable else None  # None: grain's own stacking
     ds = ds.batch(local_batch, drop_remainder=True, batch_fn=batch_fn)

@@ -299,7 +299,7 @@ class Run:
     mesh: jax.sharding.Mesh
     total_steps: int
     steps_per_epoch: float
-    lr: optax.Schedule
+    lr: optax.Schedule  # of the train step (with accumulation, the optimizer step's)
     train_step: Callable[[steps.TrainState, dict], tuple[steps.TrainState, steps.Metrics]]
     eval_step: Callable
     batches: grain.DatasetIterator
@@ -321,6 +321,21 @@ class Run:
         )
 
 
+def train_steps(train: TrainConfig, accumulate: int, steps_per_epoch: float) -> int:
+    """The run's length in train steps: `train.steps`, or its epochs rounded up to whole
+    optimizer steps (each of `accumulate` train steps, `optim.accumulate_steps`)."""
+    if train.steps is None:
+        return math.ceil(train.epochs * steps_per_epoch / accumulate) * accumulate
+    if train.steps % accumulate:
+        below = train.steps // accumulate * accumulate
+        raise UserError(
+            f"train.steps={train.steps} does not divide into optimizer steps of "
+            f"optim.accumulate_steps={accumulate} train steps; set train.steps to a multiple of "
+            f"{accumulate} ({below or accumulate} or {below + accumulate})"
+        )
+    return train.steps
+
+
 def build(config: Config, workdir: Path) -> Run:
     """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
     mesh = sharding.make_mesh()
@@ -328,14 +343,17 @@ def build(config: Config, workdir: Path) -> Run:
     d, t, o = config.data, config.train, config.optim
     local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
-    steps_per_epoch = len(dataset.train) / d.batch_size
-    total = t.steps or math.ceil(t.epochs * steps_per_epoch)
+    steps_per_epoch = len(dataset.train) / d.batch_size  # train steps: (micro-)batches
+    total = train_steps(t, o.accumulate_steps, steps_per_epoch)
     check_batch_norm_decay(networks.train, total)
-    lr = optim.schedule(o, d.batch_size, total, steps_per_epoch)
-    tx = optim.optimizer(o, lr, config.finetune.trainable)
+    k = o.accumulate_steps  # the schedule counts optimizer steps, of k train steps each
+    lr = optim.schedule(o, d.batch_size * k, total // k, steps_per_epoch / k)
+    tx = optim.optimizer(o, lr, config.finetune.trainable, networks.train.module)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
     replicated = sharding.replicated(mesh)
-    train_step = steps.make_train_step(networks.train, tx, prepare, o.label_smoothing, o.ema_decay)
+    train_step = steps.make_train_step(
+        networks.train, tx, prepare, o.label_smoothing, o.ema_decay, total
+    )
     eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
     where = (jax.process_index(), jax.process_count())
 
@@ -358,7 +376,7 @@ def build(config: Config, workdir: Path) -> Run:
         mesh=mesh,
         total_steps=total,
         steps_per_epoch=steps_per_epoch,
-        lr=lr,
+        lr=lambda step: lr(step // k),
         train_step=jax.jit(train_step, donate_argnums=0, out_shardings=replicated),
         eval_step=jax.jit(eval_step, out_shardings=replicated),
         batches=batches,

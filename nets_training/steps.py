@@ -6,6 +6,7 @@ on the device. Nothing here knows about devices: `nets_training.sharding` places
 loop jits these functions with their shardings.
 """
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,7 @@ def make_train_step(
     prepare: Callable[[jax.Array], jax.Array],
     label_smoothing: float,
     ema_decay: float,
+    total_steps: int = 0,
 ) -> Callable[[TrainState, dict], tuple[TrainState, Metrics]]:
     """`train_step(state, batch) -> (state, metrics)`; `metrics` are this batch's float32
     scalars `loss` (with the L2 penalty) and `top1`, for the host to average when it logs.
@@ -90,13 +92,22 @@ def make_train_step(
     `state.nonfinite_step`, and so does every later step: the loop stops at its next check with
     the state of the last good step, which it does not save. Metrics are returned as computed,
     non-finite ones included: the loop checks before it logs them.
+
+    A network with a drop-path schedule (NASNet's `drop_path_progress`) gets the run's progress,
+    `min(1, step / total_steps)`, as Slim's training gives it. With gradient accumulation (`tx`
+    an `optax.MultiSteps`) the parameters change, and their EMA with them, only at the steps
+    that apply the accumulated gradient.
     """
 
     def loss_fn(params, state, images, labels):
         variables = {"params": params, "batch_stats": state.batch_stats}
         rngs = {"dropout": jax.random.fold_in(state.rng, state.step)}
         (logits, end_points), updates = network_fn.apply(
-            variables, images, mutable=["batch_stats"], rngs=rngs
+            variables,
+            images,
+            mutable=["batch_stats"],
+            rngs=rngs,
+            **progress_arguments(network_fn, state.step, total_steps),
         )
         loss = classification_loss(logits, end_points, labels, label_smoothing)
         loss = loss + network_fn.regularization_loss(params)
@@ -110,7 +121,9 @@ def make_train_step(
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
         if ema_decay:
-            ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
+            new_ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
+            stepped = tx.has_updated(opt_state) if isinstance(tx, optax.MultiSteps) else True
+            ema = jax.tree.map(lambda n, o: jnp.where(stepped, n, o), new_ema, ema)
         top1 = jnp.mean(jnp.argmax(logits, -1) == labels)
 
         ok = jnp.isfinite(loss) & (state.nonfinite_step < 0)
@@ -128,6 +141,15 @@ def make_train_step(
         return state, {"loss": loss, "top1": top1}
 
     return train_step
+
+
+def progress_arguments(network_fn: NetworkFn, step: jax.Array, total_steps: int) -> dict:
+    """`{'drop_path_progress': min(1, step / total_steps)}` for a network whose drop path follows
+    the run's progress (NASNet's, Slim's schedule), else nothing."""
+    call = inspect.signature(type(network_fn.module).__call__).parameters
+    if "drop_path_progress" not in call or not total_steps:
+        return {}
+    return {"drop_path_progress": jnp.minimum(1.0, step / total_steps)}
 
 
 def make_eval_step(

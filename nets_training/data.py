@@ -27,6 +27,7 @@ from grain.multiprocessing import SharedMemoryArray
 from PIL import Image
 
 from nets_training.config import DataConfig
+from nets_training.image_policies import RESAMPLE, HostAugment, host_augment, pick
 from nets_training.sources import DataError, Dataset
 from nets_weights.images import ImageError, decode
 
@@ -74,7 +75,11 @@ def center_crop(image: Image.Image, size: int, fraction: float) -> Image.Image:
 
 
 def random_resized_crop(
-    image: Image.Image, size: int, min_area: float, rng: np.random.Generator
+    image: Image.Image,
+    size: int,
+    min_area: float,
+    rng: np.random.Generator,
+    resample: int = Image.BILINEAR,
 ) -> Image.Image:
     """Inception's crop: a random area in [min_area, 1] and aspect ratio in [3/4, 4/3]."""
     w, h = image.size
@@ -84,7 +89,7 @@ def random_resized_crop(
         cw, ch = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
         if 0 < cw <= w and 0 < ch <= h:
             x, y = rng.integers(0, w - cw + 1), rng.integers(0, h - ch + 1)
-            return image.resize((size, size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
+            return image.resize((size, size), resample, box=(x, y, x + cw, y + ch))
     return center_crop(image, size, 1.0)
 
 
@@ -113,6 +118,8 @@ class TrainTransform:
     min_area: float
     flip: bool
     skip_unreadable: bool = False  # an unreadable file gives None (see `fill_skipped`)
+    resample: tuple[int, ...] = (Image.BILINEAR,)  # the crop's interpolation; two: one drawn
+    augment: HostAugment | None = None  # the image policy and colour jitter, after the flip
 
     def __call__(self, record: dict[str, Any], rng: np.random.Generator) -> dict[str, Any] | None:
         try:
@@ -127,15 +134,18 @@ class TrainTransform:
         image = record["image"]
         if self.crop == "resized":
             size = image.shape[0] if self.fixed_size else self.image_size
-            image = _as_array(
-                random_resized_crop(open_image(image), size, self.min_area, rng), self.channels
-            )
+            resample = pick(self.resample, rng)
+            image = random_resized_crop(open_image(image), size, self.min_area, rng, resample)
+            image = _as_array(image, self.channels)
         elif not self.fixed_size:
             image = _as_array(center_crop(open_image(image), self.image_size, 1.0), self.channels)
         if self.crop == "pad":
             image = pad_crop(np.asarray(image), self.padding, rng)
         if self.flip and rng.random() < 0.5:
             image = image[:, ::-1]
+        if self.augment is not None:
+            image = self.augment(open_image(np.ascontiguousarray(image)), rng)
+            image = _as_array(image, self.channels)
         return {"image": np.ascontiguousarray(image, dtype=np.uint8), "label": record["label"]}
 
 
@@ -233,6 +243,14 @@ def train_iterator(
         min_area=data.min_crop_area,
         flip=data.flip,
         skip_unreadable=data.skip_unreadable,
+        resample=RESAMPLE[data.train_interpolation],
+        augment=host_augment(
+            data.auto_augment,
+            data.color_jitter,
+            data.mean or dataset.mean,
+            data.train_interpolation,
+            dataset.fixed_size or image_size,
+        ),
     )
     ds = grain.MapDataset.source(dataset.train).seed(seed).shuffle().repeat(None)
     if data.repeated_augmentation > 1:

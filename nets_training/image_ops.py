@@ -219,39 +219,45 @@ def timm_op(
 TA_BINS = 31
 
 
-def _linspace(start: float, end: float, steps: int) -> tuple[float, ...]:
-    """torch.linspace's float32 values (its two-sided formula), as Python floats."""
-    step = (np.float32(end) - np.float32(start)) / np.float32(steps - 1)
-    half = steps // 2
-    values = [
-        np.float32(start) + np.float32(i) * step
-        if i < half
-        else np.float32(end) - np.float32(steps - 1 - i) * step
-        for i in range(steps)
-    ]
-    return tuple(float(np.float32(v)) for v in values)
+def _float32s(text: str) -> tuple[float, ...]:
+    return tuple(float(np.float32(v)) for v in text.split())
 
 
-def _posterize_bins(steps: int) -> tuple[float, ...]:
-    # torchvision: 8 - (arange(bins) / ((bins - 1) / 6)).round().int(), in float32
-    bins = np.arange(steps, dtype=np.float32) / np.float32((steps - 1) / 6)
-    return tuple(float(8 - int(v)) for v in np.round(bins))
-
+# The bins of torch.linspace(0, 0.99, 31) and (0, 32, 31), float32, as torch 2.13 computes them
+# on x86-64: its vectorised kernel rounds some bins apart from the plain formula (TranslateX's bin
+# 15 is 15.999999, which torchvision truncates to 15 pixels). tests/fixtures/augment checks them.
+_UNIT_BINS = _float32s(
+    "0.0 0.033 0.066 0.099 0.132 0.16499999 0.198 0.231 0.264 0.297 0.32999998 0.363 0.396 "
+    "0.429 0.462 0.495 0.528 0.561 0.594 0.62700003 0.66 0.693 0.726 0.759 0.792 0.825 "
+    "0.85800004 0.89100003 0.924 0.957 0.99"
+)
+_PIXEL_BINS = _float32s(
+    "0.0 1.0666667 2.1333334 3.2000003 4.266667 5.3333335 6.4000006 7.466667 8.533334 9.6 "
+    "10.666667 11.733334 12.800001 13.866668 14.933334 15.999999 17.066666 18.133333 19.199999 "
+    "20.266666 21.333332 22.4 23.466667 24.533333 25.6 26.666666 27.733334 28.8 29.866667 "
+    "30.933332 32.0"
+)
+_DEGREE_BINS = tuple(4.5 * i for i in range(TA_BINS))  # linspace(0, 135, 31): exact
+_SOLARIZE_BINS = tuple(255.0 - 8.5 * i for i in range(TA_BINS))  # linspace(255, 0, 31): exact
+# torchvision: 8 - (arange(31) / 5).round().int()
+_POSTERIZE_BINS = tuple(
+    float(8 - int(np.round(np.float32(i) / np.float32(5)))) for i in range(TA_BINS)
+)
 
 # name -> (magnitudes, signed); an empty tuple: no magnitude (torchvision's 0.0).
 TA_SPACE: dict[str, tuple[tuple[float, ...], bool]] = {
     "Identity": ((), False),
-    "ShearX": (_linspace(0.0, 0.99, TA_BINS), True),
-    "ShearY": (_linspace(0.0, 0.99, TA_BINS), True),
-    "TranslateX": (_linspace(0.0, 32.0, TA_BINS), True),
-    "TranslateY": (_linspace(0.0, 32.0, TA_BINS), True),
-    "Rotate": (_linspace(0.0, 135.0, TA_BINS), True),
-    "Brightness": (_linspace(0.0, 0.99, TA_BINS), True),
-    "Color": (_linspace(0.0, 0.99, TA_BINS), True),
-    "Contrast": (_linspace(0.0, 0.99, TA_BINS), True),
-    "Sharpness": (_linspace(0.0, 0.99, TA_BINS), True),
-    "Posterize": (_posterize_bins(TA_BINS), False),
-    "Solarize": (_linspace(255.0, 0.0, TA_BINS), False),
+    "ShearX": (_UNIT_BINS, True),
+    "ShearY": (_UNIT_BINS, True),
+    "TranslateX": (_PIXEL_BINS, True),
+    "TranslateY": (_PIXEL_BINS, True),
+    "Rotate": (_DEGREE_BINS, True),
+    "Brightness": (_UNIT_BINS, True),
+    "Color": (_UNIT_BINS, True),
+    "Contrast": (_UNIT_BINS, True),
+    "Sharpness": (_UNIT_BINS, True),
+    "Posterize": (_POSTERIZE_BINS, False),
+    "Solarize": (_SOLARIZE_BINS, False),
     "AutoContrast": ((), False),
     "Equalize": ((), False),
 }

@@ -70,15 +70,14 @@ class Op:
         magnitude = max(0.0, min(magnitude, mmax))
         spec = TIMM_OPS[self.name]
         negate = spec.signed and rng.random() > 0.5
-        fill = Fill(ctx.color, _resample(ctx, rng) if spec.geometric else ctx.resample[0])
+        fill = Fill(ctx.color, pick(ctx.resample, rng) if spec.geometric else ctx.resample[0])
         radius = rng.random() if self.name == "GaussianBlurRand" else 0.0
         return timm_op(img, self.name, magnitude, negate, fill, ctx.image_size, radius)
 
 
-def _resample(ctx: Context, rng: np.random.Generator) -> int:
-    return (
-        ctx.resample[rng.integers(len(ctx.resample))] if len(ctx.resample) > 1 else ctx.resample[0]
-    )
+def pick(choices: tuple[int, ...], rng: np.random.Generator) -> int:
+    """One of `choices` (PIL interpolations), drawn only when there are several."""
+    return choices[rng.integers(len(choices))] if len(choices) > 1 else choices[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +124,7 @@ class TrivialAugment:
         magnitude = magnitudes[rng.integers(len(magnitudes))] if magnitudes else 0.0
         if signed and rng.integers(2):
             magnitude = -magnitude
-        return ta_op(img, name, magnitude, Fill((0, 0, 0), _resample(ctx, rng)))
+        return ta_op(img, name, magnitude, Fill((0, 0, 0), pick(ctx.resample, rng)))
 
 
 Policy = RandAugment | AutoAugment | TrivialAugment
@@ -280,8 +279,45 @@ class ColorJitter:
     strength: float
 
     def __call__(self, img: Image.Image, rng: np.random.Generator) -> Image.Image:
-        enhancers = (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)
         factors = rng.uniform(max(0.0, 1.0 - self.strength), 1.0 + self.strength, size=3)
         for i in rng.permutation(3):
-            img = enhancers[i](img).enhance(float(factors[i]))
+            img = JITTER_ENHANCERS[i](img).enhance(float(factors[i]))
         return img
+
+
+# torchvision's adjust_brightness, adjust_contrast and adjust_saturation on PIL images.
+JITTER_ENHANCERS = (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostAugment:
+    """`data.auto_augment`'s policy, then `data.color_jitter`'s jitter: what timm applies after
+    the crop and flip, before the image becomes a tensor."""
+
+    policy: Policy | None
+    jitter: ColorJitter | None
+    ctx: Context
+
+    def __call__(self, img: Image.Image, rng: np.random.Generator) -> Image.Image:
+        if self.policy is not None:
+            img = self.policy(img, rng, self.ctx)
+        if self.jitter is not None:
+            img = self.jitter(img, rng)
+        return img
+
+
+def host_augment(
+    auto_augment: str | None,
+    color_jitter: float,
+    mean: tuple[float, ...],
+    interpolation: str,
+    image_size: int,
+) -> HostAugment | None:
+    """The host's image policy for these `data` settings; None when they ask for none."""
+    if auto_augment is None and not color_jitter:
+        return None
+    return HostAugment(
+        parse(auto_augment) if auto_augment else None,
+        ColorJitter(color_jitter) if color_jitter else None,
+        context(mean, interpolation, image_size),
+    )

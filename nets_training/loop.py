@@ -25,7 +25,17 @@ from absl import logging
 
 import nets_factory
 import nets_weights
-from nets_training import checkpoint, data, image_sizes, optim, preemption, sharding, sources, steps
+from nets_training import (
+    checkpoint,
+    data,
+    device_augment,
+    image_sizes,
+    optim,
+    preemption,
+    sharding,
+    sources,
+    steps,
+)
 from nets_training.config import (
     Config,
     DataConfig,
@@ -351,8 +361,11 @@ def build(config: Config, workdir: Path) -> Run:
     tx = optim.optimizer(o, lr, config.finetune.trainable, networks.train.module)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
     replicated = sharding.replicated(mesh)
+    augment = device_augment.make_augment(
+        d, config.mixup, config.model.num_classes, o.label_smoothing
+    )
     train_step = steps.make_train_step(
-        networks.train, tx, prepare, o.label_smoothing, o.ema_decay, total
+        networks.train, tx, prepare, augment, steps.make_loss(o), o.ema_decay, total
     )
     eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
     where = (jax.process_index(), jax.process_count())

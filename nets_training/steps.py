@@ -16,8 +16,12 @@ import jax.numpy as jnp
 import optax
 
 from nets_factory import NetworkFn
+from nets_training.config import OptimConfig
+from nets_training.device_augment import Augment, smoothed_one_hot
 
 AUX_LOSS_WEIGHT = 0.4  # Slim's train_image_classifier.py weighs Inception's aux logits by 0.4
+# The augmentation's key is the step's (dropout's) folded with this: a stream of its own.
+AUGMENT_STREAM = 1
 
 Metrics = dict[str, jax.Array]  # one step's float32 scalars, by name
 
@@ -60,33 +64,59 @@ def preprocess(images: jax.Array, image_size: int, mean, std) -> jax.Array:
 
 def cross_entropy(logits: jax.Array, labels: jax.Array, label_smoothing: float = 0.0) -> jax.Array:
     """Per-example softmax cross-entropy `[batch]` against integer labels, with label smoothing."""
-    targets = jax.nn.one_hot(labels, logits.shape[-1])
-    if label_smoothing:
-        targets = optax.smooth_labels(targets, label_smoothing)
+    targets = smoothed_one_hot(labels, logits.shape[-1], label_smoothing)
     return optax.softmax_cross_entropy(logits.astype(jnp.float32), targets)
 
 
+Loss = Callable[[jax.Array, jax.Array], jax.Array]  # (logits, soft targets) -> per-example loss
+
+
+def make_loss(optim: OptimConfig) -> Loss:
+    """`optim.loss` on soft targets `[batch, classes]`: softmax cross-entropy (timm's
+    SoftTargetCrossEntropy; on smoothed one-hot targets, its LabelSmoothingCrossEntropy), or
+    timm's BinaryCrossEntropy: each logit's sigmoid cross-entropy against its target (made 0 or 1
+    by `bce_target_threshold`), averaged over classes, or summed with `bce_sum`."""
+    if optim.loss == "cross_entropy":
+        return lambda logits, targets: optax.softmax_cross_entropy(
+            logits.astype(jnp.float32), targets
+        )
+    threshold = optim.bce_target_threshold
+
+    def bce(logits: jax.Array, targets: jax.Array) -> jax.Array:
+        if threshold is not None:
+            targets = (targets > threshold).astype(targets.dtype)
+        per_class = optax.sigmoid_binary_cross_entropy(logits.astype(jnp.float32), targets)
+        return per_class.sum(-1) if optim.bce_sum else per_class.mean(-1)
+
+    return bce
+
+
 def classification_loss(
-    logits: jax.Array, end_points: dict, labels: jax.Array, label_smoothing: float = 0.0
+    logits: jax.Array, end_points: dict, targets: jax.Array, loss: Loss
 ) -> jax.Array:
-    """Mean cross-entropy, plus 0.4 x the auxiliary head's when `end_points` has 'aux_logits'."""
-    loss = cross_entropy(logits, labels, label_smoothing).mean()
+    """Mean `loss` over the batch, plus 0.4 x the auxiliary head's when `end_points` has
+    'aux_logits'."""
+    total = loss(logits, targets).mean()
     if "aux_logits" in end_points:
-        aux = cross_entropy(end_points["aux_logits"], labels, label_smoothing).mean()
-        loss = loss + AUX_LOSS_WEIGHT * aux
-    return loss
+        total = total + AUX_LOSS_WEIGHT * loss(end_points["aux_logits"], targets).mean()
+    return total
 
 
 def make_train_step(
     network_fn: NetworkFn,
     tx: optax.GradientTransformation,
     prepare: Callable[[jax.Array], jax.Array],
-    label_smoothing: float,
+    augment: Augment,
+    loss: Loss,
     ema_decay: float,
     total_steps: int = 0,
 ) -> Callable[[TrainState, dict], tuple[TrainState, Metrics]]:
     """`train_step(state, batch) -> (state, metrics)`; `metrics` are this batch's float32
-    scalars `loss` (with the L2 penalty) and `top1`, for the host to average when it logs.
+    scalars `loss` (with the L2 penalty) and `top1` (of the unmixed labels), for the host to
+    average when it logs.
+
+    `augment(images, labels, key) -> (images, targets)` (`device_augment.make_augment`) erases and
+    mixes the prepared images and gives the soft targets `loss` takes; its key is the step's.
 
     A step whose loss is not finite changes nothing but `step` and records itself in
     `state.nonfinite_step`, and so does every later step: the loop stops at its next check with
@@ -99,7 +129,7 @@ def make_train_step(
     that apply the accumulated gradient.
     """
 
-    def loss_fn(params, state, images, labels):
+    def loss_fn(params, state, images, targets):
         variables = {"params": params, "batch_stats": state.batch_stats}
         rngs = {"dropout": jax.random.fold_in(state.rng, state.step)}
         (logits, end_points), updates = network_fn.apply(
@@ -109,14 +139,16 @@ def make_train_step(
             rngs=rngs,
             **progress_arguments(network_fn, state.step, total_steps),
         )
-        loss = classification_loss(logits, end_points, labels, label_smoothing)
-        loss = loss + network_fn.regularization_loss(params)
-        return loss, (logits, updates.get("batch_stats", {}))
+        total = classification_loss(logits, end_points, targets, loss)
+        total = total + network_fn.regularization_loss(params)
+        return total, (logits, updates.get("batch_stats", {}))
 
     def train_step(state: TrainState, batch: dict) -> tuple[TrainState, Metrics]:
-        images, labels = prepare(batch["image"]), batch["label"]
+        labels = batch["label"]
+        key = jax.random.fold_in(jax.random.fold_in(state.rng, state.step), AUGMENT_STREAM)
+        images, targets = augment(prepare(batch["image"]), labels, key)
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-        (loss, (logits, batch_stats)), grads = grad_fn(state.params, state, images, labels)
+        (total, (logits, batch_stats)), grads = grad_fn(state.params, state, images, targets)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
@@ -126,7 +158,7 @@ def make_train_step(
             ema = jax.tree.map(lambda n, o: jnp.where(stepped, n, o), new_ema, ema)
         top1 = jnp.mean(jnp.argmax(logits, -1) == labels)
 
-        ok = jnp.isfinite(loss) & (state.nonfinite_step < 0)
+        ok = jnp.isfinite(total) & (state.nonfinite_step < 0)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)  # noqa: E731
         state = state.replace(
             step=state.step + 1,
@@ -138,7 +170,7 @@ def make_train_step(
                 ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1
             ),
         )
-        return state, {"loss": loss, "top1": top1}
+        return state, {"loss": total, "top1": top1}
 
     return train_step
 

@@ -7,8 +7,8 @@ import optax
 import pytest
 
 import nets_factory
-from nets_training import loop, optim, steps
-from nets_training.config import ModelConfig, OptimConfig
+from nets_training import device_augment, loop, optim, steps
+from nets_training.config import DataConfig, MixupConfig, ModelConfig, OptimConfig
 from nets_training.errors import UserError
 from nets_training.metrics import Window
 
@@ -16,15 +16,21 @@ LOGITS = jnp.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
 LABELS = jnp.array([0, 1])
 
 
+CROSS_ENTROPY = steps.make_loss(OptimConfig())
+
+
 def test_loss_is_mean_cross_entropy():
     expected = optax.softmax_cross_entropy_with_integer_labels(LOGITS, LABELS).mean()
-    assert np.isclose(steps.classification_loss(LOGITS, {"logits": LOGITS}, LABELS), expected)
+    targets = jax.nn.one_hot(LABELS, 3)
+    loss = steps.classification_loss(LOGITS, {"logits": LOGITS}, targets, CROSS_ENTROPY)
+    assert np.isclose(loss, expected)
 
 
 def test_aux_logits_add_their_cross_entropy_weighted_by_0_4():
     aux = jnp.array([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]])
-    main = steps.classification_loss(LOGITS, {}, LABELS, 0.1)
-    with_aux = steps.classification_loss(LOGITS, {"aux_logits": aux}, LABELS, 0.1)
+    targets = optax.smooth_labels(jax.nn.one_hot(LABELS, 3), 0.1)
+    main = steps.classification_loss(LOGITS, {}, targets, CROSS_ENTROPY)
+    with_aux = steps.classification_loss(LOGITS, {"aux_logits": aux}, targets, CROSS_ENTROPY)
     aux_loss = steps.cross_entropy(aux, LABELS, 0.1).mean()
     assert np.isclose(with_aux, main + 0.4 * aux_loss)
 
@@ -129,7 +135,11 @@ def test_train_step_returns_its_metrics_and_a_non_finite_step_changes_nothing_bu
     train_fn, _, variables, prepare = tiny
     tx = optax.sgd(0.1, momentum=0.9)
     state = steps.create_state(variables, tx, jax.random.PRNGKey(1), ema=False)
-    train_step = jax.jit(steps.make_train_step(train_fn, tx, poisoned(prepare), 0.0, 0.0))
+    augment = device_augment.make_augment(DataConfig(), MixupConfig(), 3, 0.0)
+    train_step = steps.make_train_step(
+        train_fn, tx, poisoned(prepare), augment, CROSS_ENTROPY, ema_decay=0.0
+    )
+    train_step = jax.jit(train_step)
     rng = np.random.default_rng(0)
     labels = np.array([0, 1, 2, 0])
     batch = lambda: {"image": rng.integers(1, 255, (4, 8, 8, 1), np.uint8), "label": labels}  # noqa: E731

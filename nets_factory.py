@@ -455,11 +455,12 @@ def load_pretrained(
         weights name. The network is built with the conventions the weights were trained with
         (e.g. PyTorch's symmetric padding).
       weights: a `.safetensors` file, a Hugging Face / timm folder (`model.safetensors` and
-        `config.json`), a torchvision `.pth` (needs torch), a Keras Applications `.h5` (needs
-        h5py), or a name or URL to download into its standard cache, once: a timm name
+        `config.json`), a PyTorch file (`.pth`, `.pt`, `.th`, `.pth.tar`: torchvision's, or a
+        training checkpoint; read without torch), a Keras Applications `.h5` (needs h5py), or a
+        name or URL to download into its standard cache, once: a timm name
         (`resnet50.a1_in1k`), a Hub repository (`hf-hub:timm/resnet50.a1_in1k`, needs the `hub`
-        extra), a torchvision or Keras Applications URL (hash-checked). `python -m nets_factory
-        NAME` lists the published weights of a network.
+        extra), a torchvision, Keras Applications or other catalogued URL (hash-checked).
+        `python -m nets_factory NAME` lists the published weights of a network.
       num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
         initialised from `rng`, for fine-tuning.
       revision: a Hub branch, tag or commit to pin.

@@ -165,8 +165,12 @@ def _fill(
     info = Pretrained(
         source=source,
         file=str(weights.path),
-        class_names=architectures.imagenet_class_names(file_classes) if keep_head else (),
-        **{**arch.preprocessing, **architectures.preprocessing(weights.config)},
+        **{
+            "class_names": architectures.imagenet_class_names(file_classes),
+            **arch.preprocessing,
+            **architectures.preprocessing(weights.config),
+            **({} if keep_head else {"class_names": ()}),
+        },
     )
     return convert.apply(steps, tensors, variables), kept, info
 

@@ -127,7 +127,8 @@ class Architecture:
     # (torchvision's training-only auxiliary classifiers).
     dropped: tuple[str, ...] = ()
     # `Pretrained` fields for files without a config.json that says them, where the weights
-    # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]).
+    # expect other inputs than torchvision's ResNets (Inception's 299 px, in [-1, 1]) or their
+    # logits are not ImageNet's classes (`class_names`).
     preprocessing: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     framework: Framework = TORCH  # the files' key names and tensor layouts
     # The file's keys -> the names `layout` gives, for files whose names depend on how they
@@ -271,13 +272,17 @@ def plan(
     the framework's `dropped` and `skip_sources`, e.g. a classifier that fine-tuning replaces).
     """
     steps, used = [], set()
-    for path, shape in target_shapes.items():
-        if skip(path):
-            continue
-        keys = framework.keys(layout(path[1:-1]), path[-1])
+    wanted = {
+        path: framework.keys(layout(path[1:-1]), path[-1])
+        for path in target_shapes
+        if not skip(path)
+    }
+    for path, keys in wanted.items():
+        shape = target_shapes[path]
         source = next((k for k in keys if k in source_shapes), keys[0])
         where = "/".join(path)
         if source not in source_shapes:
+            _check_depth(source, source_shapes, [k[0] for k in wanted.values()], what, framework)
             raise WeightFileError(f"{what} has no tensor {source!r} for {where}")
         got = tuple(source_shapes[source])
         view, permutation = framework.layout(path[-1], got, tuple(shape))
@@ -300,12 +305,53 @@ def plan(
         if k not in used and not k.endswith(framework.dropped) and not skip_sources(k)
     )
     if unused:
+        _check_depth(unused[0], source_shapes, [k[0] for k in wanted.values()], what, framework)
         shown = ", ".join(map(repr, unused[:3])) + (", ..." if len(unused) > 3 else "")
         raise WeightFileError(
             f"{len(unused)} tensor(s) of {what} fill no variable of this network: {shown} "
             "(a file for another architecture?)"
         )
     return steps
+
+
+def _check_depth(
+    key: str,
+    source_keys: Collection[str],
+    wanted: Collection[str],
+    what: str,
+    framework: Framework,
+) -> None:
+    """Raises `WeightFileError` naming the block counts where `key`, a tensor one side lacks,
+    is in a numbered module (`layer1.4`) past the other side's count: a file for another
+    depth. A key that both sides' blocks would hold (a block of another kind) is not."""
+    ours, theirs = _block_counts(wanted, framework), _block_counts(source_keys, framework)
+    parts = key.split(framework.separator)
+    beyond = any(
+        part.isdigit()
+        and (prefix := framework.separator.join(parts[:i])) in ours
+        and prefix in theirs
+        and int(part) >= min(ours[prefix], theirs[prefix])
+        for i, part in enumerate(parts[:-1])
+    )
+    differ = sorted(p for p in ours if p in theirs and ours[p] != theirs[p])
+    if beyond and differ:
+        counts = ", ".join(f"{p} {theirs[p]} vs {ours[p]}" for p in differ)
+        raise WeightFileError(
+            f"{what} is for a network of another depth (blocks in the file vs this network: "
+            f"{counts})"
+        )
+
+
+def _block_counts(keys: Collection[str], framework: Framework) -> dict[str, int]:
+    """How many numbered children each module has: `{'layer1': 3, ...}` of `layer1.0.conv1`,
+    `layer1.1.conv1`, `layer1.2.conv1`."""
+    children: dict[str, set[str]] = {}
+    for key in keys:
+        parts = key.split(framework.separator)
+        for i, part in enumerate(parts[:-1]):
+            if part.isdigit():
+                children.setdefault(framework.separator.join(parts[:i]), set()).add(part)
+    return {prefix: len(numbers) for prefix, numbers in children.items()}
 
 
 def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict) -> dict:

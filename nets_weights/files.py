@@ -3,7 +3,11 @@
 - `.safetensors` (the Hugging Face Hub's format for timm weights): `safetensors.numpy`, no torch.
 - a folder holding `model.safetensors` (or `pytorch_model.bin`) and `config.json`: the Hub's
   layout, read as one unit; `config.json` names the architecture and its preprocessing.
-- `.pth` / `.pt` / `.bin` (torchvision's downloads): read with torch when it is installed.
+- `.pth` / `.pt` / `.th` / `.pth.tar` / `.bin` (torchvision's downloads, and checkpoints as
+  people save them): `torch_files`, no torch, never running code from the file. The weights are
+  the file's state dict, or the one it holds under `state_dict`, `model`, `model_state_dict`,
+  `module`, `net` (the training weights, first) or `ema`, `state_dict_ema`, `model_ema` (the
+  moving averages, when the file has only those).
 - `.h5` / `.hdf5` (Keras Applications' downloads): Keras 2's `save_weights` layout, read with h5py
   when it is installed (`pip install 'jax-nets-factory[keras]'`). The root's `layer_names`
   attribute lists the layers, each layer's group its `weight_names` (`conv1/kernel:0`), whose
@@ -12,26 +16,34 @@
   (Keras's ConvNeXt's `Sequential` stem) keeps each weight's inner layer:
   `convnext_tiny_stem/convnext_tiny_stem_conv/kernel:0`.
 
-Nothing here downloads anything: paths are local files.
+Keys lose the prefix every key of a file has from `torch.nn.DataParallel` (`module.`) or
+`torch.compile` (`_orig_mod.`). Nothing here downloads anything: paths are local files.
 """
 
 import dataclasses
 import importlib
 import json
-import zipfile
+import pickle
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
+
+from nets_weights import torch_files
 
 
 class WeightFileError(ValueError):
     """A weight file that cannot be read or does not fit the network; the message is one line."""
 
 
-TORCH_SUFFIXES = (".pth", ".pt", ".bin")
+TORCH_SUFFIXES = (".pth", ".pt", ".th", ".pth.tar", ".bin")
 KERAS_SUFFIXES = (".h5", ".hdf5")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Where checkpoints hold their weights: the training weights, then the moving averages.
+STATE_DICT_KEYS = ("state_dict", "model", "model_state_dict", "module", "net")
+EMA_KEYS = ("ema", "state_dict_ema", "model_ema", "ema_state_dict")
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DataParallel's, torch.compile's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +64,13 @@ def is_weight_file(path: str | Path) -> bool:
     path = Path(path).expanduser()
     if path.is_dir():
         return any((path / name).exists() for name in WEIGHT_FILES)
-    return path.suffix.lower() in (".safetensors", *TORCH_SUFFIXES, *KERAS_SUFFIXES, ".keras")
+    return suffix(path) in (".safetensors", *TORCH_SUFFIXES, *KERAS_SUFFIXES, ".keras")
+
+
+def suffix(path: str | Path) -> str:
+    """A weight file's format by its name: `.pth`, and `.pth.tar` as one."""
+    name = Path(path).name.lower()
+    return ".pth.tar" if name.endswith(".pth.tar") else Path(name).suffix
 
 
 def read(path: str | Path) -> WeightFile:
@@ -90,20 +108,20 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def _read_tensors(path: Path) -> dict[str, np.ndarray]:
-    suffix = path.suffix.lower()
-    if suffix == ".safetensors":
-        return _read_safetensors(path)
-    if suffix in TORCH_SUFFIXES:
-        return _read_torch(path)
-    if suffix in KERAS_SUFFIXES:
+    kind = suffix(path)
+    if kind == ".safetensors":
+        return without_wrapper_prefixes(_read_safetensors(path))
+    if kind in TORCH_SUFFIXES:
+        return without_wrapper_prefixes(_read_torch(path))
+    if kind in KERAS_SUFFIXES:
         return _read_keras(path)
-    if suffix == ".keras":
+    if kind == ".keras":
         raise WeightFileError(
             f"{path}: Keras 3 .keras archives are not readable; save the weights in Keras 2's "
             "HDF5 layout (the published .h5 files' one)"
         )
     raise WeightFileError(
-        f"{path}: unknown weight format {suffix or '(no suffix)'}; expected .safetensors, "
+        f"{path}: unknown weight format {kind or '(no suffix)'}; expected .safetensors, "
         f"{', '.join(TORCH_SUFFIXES + KERAS_SUFFIXES)}, or a folder with "
         f"{' or '.join(WEIGHT_FILES)}"
     )
@@ -128,20 +146,53 @@ def _require(module: str, path: Path, what: str, how: str) -> Any:
 
 
 def _read_torch(path: Path) -> dict[str, np.ndarray]:
-    torch = _require(
-        "torch",
-        path,
-        "a PyTorch file",
-        "`pip install torch` (the CPU build is enough), or convert it to safetensors where torch "
-        "is installed: `safetensors.torch.save_file(torch.load(path), 'model.safetensors')`",
-    )
-    if not zipfile.is_zipfile(path):
-        raise WeightFileError(f"{path} is not a PyTorch file (torch.save writes zip archives)")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    state = state.get("state_dict", state) if isinstance(state, dict) else state
-    if not isinstance(state, dict):
-        raise WeightFileError(f"{path} holds a {type(state).__name__}, not a state dict")
-    return {k: _numpy(v) for k, v in state.items()}
+    try:
+        saved = torch_files.load(path)
+    except torch_files.UnsafePickle as e:
+        raise WeightFileError(
+            f"{path} pickles {e}, which torch.load rebuilds only with weights_only=False, by "
+            "running code from the file; we never do. If you trust the file, save its weights "
+            "alone: torch.save(torch.load(path, weights_only=False)['state_dict'], 'weights.pth')"
+        ) from None
+    except (ValueError, OSError, EOFError, pickle.UnpicklingError) as e:
+        raise WeightFileError(f"{path} is not a readable PyTorch file: {e}") from None
+    state = state_dict(saved)
+    if state is None:
+        held = ", ".join(map(repr, saved)) if isinstance(saved, dict) else type(saved).__name__
+        raise WeightFileError(
+            f"{path} holds no weights: its top-level keys are {held or '(none)'}; expected a state "
+            f"dict, or one under {', '.join(map(repr, STATE_DICT_KEYS + EMA_KEYS))}"
+        )
+    # float32 for floating tensors (our variables' dtype), integers (counters) as they are
+    return {k: v.astype(np.float32) if _floating(v) else v for k, v in state.items()}
+
+
+def _floating(array: np.ndarray) -> bool:
+    return np.issubdtype(array.dtype, np.floating) or array.dtype == ml_dtypes.bfloat16
+
+
+def state_dict(saved: Any) -> dict[str, np.ndarray] | None:
+    """The weights in what `torch.save` wrote: a state dict, or the first one of the checkpoint
+    (`STATE_DICT_KEYS`, then `EMA_KEYS`, looked into recursively); None if there is none."""
+    if not isinstance(saved, dict):
+        return None
+    for key in STATE_DICT_KEYS + EMA_KEYS:
+        found = state_dict(saved.get(key))
+        if found:
+            return found
+    tensors = {k: v for k, v in saved.items() if isinstance(v, np.ndarray)}
+    return tensors or None
+
+
+def without_wrapper_prefixes(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`tensors` without the `WRAPPER_PREFIXES` that every key has (`module._orig_mod.fc.bias`
+    -> `fc.bias`)."""
+    while tensors:
+        prefix = next((p for p in WRAPPER_PREFIXES if all(k.startswith(p) for k in tensors)), None)
+        if prefix is None:
+            break
+        tensors = {k.removeprefix(prefix): v for k, v in tensors.items()}
+    return tensors
 
 
 def _read_keras(path: Path) -> dict[str, np.ndarray]:
@@ -176,9 +227,3 @@ def _keras_key(layer: str, name: str) -> str:
 
 def _text(name: bytes | str) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
-
-
-def _numpy(tensor) -> np.ndarray:
-    """float32 for floating tensors (numpy has no bfloat16), the tensor's own dtype otherwise."""
-    tensor = tensor.detach()
-    return (tensor.float() if tensor.is_floating_point() else tensor).numpy()

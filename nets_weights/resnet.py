@@ -1,9 +1,10 @@
-"""torchvision's and timm's ResNet / Wide ResNet / ResNeXt state dicts, as our `nets.resnet`.
+"""torchvision's and timm's ResNet / Wide ResNet / ResNeXt state dicts, and the community's
+PyTorch CIFAR ResNets' (Idelbayev's `pytorch_resnet_cifar10`), as our `nets.resnet`.
 
 Their keys are the same: `conv1`, `bn1`, `layer{stage}.{block}.conv{k}` / `bn{k}` /
-`downsample.{0,1}`, `fc`. Ours are the Flax ImageNet example's: `conv_init`, `bn_init`,
-`{Block}_{n}/Conv_{k-1}` / `BatchNorm_{k-1}` / `conv_proj` / `norm_proj` with `n` counted over
-the whole network, `Dense_0`.
+`downsample.{0,1}`, `fc` (`linear` in the CIFAR ones). Ours are the Flax ImageNet example's:
+`conv_init`, `bn_init`, `{Block}_{n}/Conv_{k-1}` / `BatchNorm_{k-1}` / `conv_proj` / `norm_proj`
+with `n` counted over the whole network, `Dense_0`.
 """
 
 import re
@@ -15,13 +16,14 @@ _STEM = {"conv_init": "conv1", "bn_init": "bn1", "Dense_0": "fc"}
 _IN_BLOCK = {"conv_proj": "downsample.0", "norm_proj": "downsample.1"}
 
 
-def layout(stage_sizes: Sequence[int]) -> Layout:
+def layout(stage_sizes: Sequence[int], classifier: str = "fc") -> Layout:
     """Our module paths -> torch prefixes, for a network of these stage sizes."""
     blocks = [(stage, j) for stage, size in enumerate(stage_sizes, 1) for j in range(size)]
+    stem = {**_STEM, "Dense_0": classifier}
 
     def source(path: tuple[str, ...]) -> str:
-        if len(path) == 1 and path[0] in _STEM:
-            return _STEM[path[0]]
+        if len(path) == 1 and path[0] in stem:
+            return stem[path[0]]
         block, layer = path
         stage, j = blocks[int(block.rsplit("_", 1)[1])]
         if layer in _IN_BLOCK:
@@ -58,4 +60,36 @@ ARCHITECTURES = {
         "resnext50_32x4d",
         "resnext101_32x8d",
     )
+}
+
+CIFAR10_CLASSES = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+
+
+def _cifar_architecture(network: str) -> Architecture:
+    # github.com/akamaster/pytorch_resnet_cifar10: 3x3 convolutions padded on both sides,
+    # option-A shortcuts padded `planes // 4` on both sides, ImageNet's mean and std on 32 px.
+    return Architecture(
+        network,
+        {"padding": "SYMMETRIC", "shortcut_padding": "both"},
+        lambda module: layout(module.stage_sizes, classifier="linear"),
+        head=("Dense_0",),
+        source_head="linear",
+        preprocessing={"image_size": 32, "crop_fraction": 1.0, "class_names": CIFAR10_CLASSES},
+    )
+
+
+ARCHITECTURES |= {
+    name: _cifar_architecture(name)
+    for name in ("resnet20", "resnet32", "resnet44", "resnet56", "resnet110")
 }

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from nets_weights import catalogue
+from nets_weights import catalogue, files
 from nets_weights.files import KERAS_SUFFIXES, TORCH_SUFFIXES, WeightFileError
 
 _HASH_IN_NAME = re.compile(r"-([a-f0-9]{8,64})\.")  # torch.hub's convention
@@ -38,7 +38,7 @@ def is_url(spec: str) -> bool:
 
 def cache_folder(file_name: str) -> Path:
     """Where a downloaded file of this name lives: its library's own cache (module docstring)."""
-    suffix = Path(file_name).suffix.lower()
+    suffix = files.suffix(file_name)
     xdg = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser()
     if suffix in TORCH_SUFFIXES:
         torch_home = Path(os.environ.get("TORCH_HOME", xdg / "torch")).expanduser()

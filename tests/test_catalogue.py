@@ -15,6 +15,7 @@ ENTRIES = catalogue.entries()
 TORCHVISION = [e for e in ENTRIES if e.weights.startswith("https://download.pytorch.org/")]
 KERAS = [e for e in ENTRIES if e.weights.startswith("https://storage.googleapis.com/")]
 TIMM = [e for e in ENTRIES if "/" not in e.weights]
+CIFAR = [e for e in ENTRIES if "/akamaster/pytorch_resnet_cifar10/" in e.weights]
 RESNET18 = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
 INCEPTION_V3_KERAS = (
     "https://storage.googleapis.com/tensorflow/keras-applications/inception_v3/"
@@ -23,18 +24,20 @@ INCEPTION_V3_KERAS = (
 
 
 def test_every_row_is_of_one_source_and_loads_as_a_known_architecture():
-    assert len(TIMM) + len(TORCHVISION) + len(KERAS) == len(ENTRIES)
+    assert len(TIMM) + len(TORCHVISION) + len(KERAS) + len(CIFAR) == len(ENTRIES)
     assert {e.architecture for e in ENTRIES} <= set(ARCHITECTURES)
     assert len({e.weights for e in ENTRIES}) == len(ENTRIES)
     # A downloaded file is recognised by its basename: no two published files share one.
-    names = [e.weights.rsplit("/", 1)[1] for e in TORCHVISION + KERAS]
+    names = [e.weights.rsplit("/", 1)[1] for e in TORCHVISION + KERAS + CIFAR]
     assert len(set(names)) == len(names)
 
 
 def test_row_counts():
     # tools/catalogue.py's run on timm 1.0.31, torchvision 0.29.1, keras 3.16.0 / tf-keras 2.21.0:
-    # 248 + 82 + 61. A new release may add some; a large drop means a broken generator.
+    # 248 + 82 + 61, and Idelbayev's README's 5 CIFAR ResNets (resnet1202 has no network here).
+    # A new release may add some; a large drop means a broken generator.
     assert len(TIMM) >= 240 and len(TORCHVISION) >= 80
+    assert sorted(e.architecture for e in CIFAR) == [f"resnet{n}" for n in (110, 20, 32, 44, 56)]
     # Keras's files by folder: MobileNet 4 widths x 4 sizes, V2 0.35 and 1.0 x 5 sizes and 1.4
     # at 224, DenseNet 121/169/201, EfficientNet B0-B7 (in the bucket's root), V2 S/M/L, ...
     folders = Counter(e.weights.split("/")[-2] for e in KERAS)
@@ -66,8 +69,8 @@ def test_timm_names_are_hub_repositories_the_hub_checks():
 
 
 def test_torchvision_files_carry_their_hash_prefix():
-    for entry in TORCHVISION:
-        assert re.search(r"-[0-9a-f]{8,}\.pth$", entry.weights), entry.weights
+    for entry in TORCHVISION + CIFAR:
+        assert re.search(r"-[0-9a-f]{8,}\.p?th$", entry.weights), entry.weights
         assert entry.hash == "" and catalogue.hash_of(entry.weights) is None
 
 

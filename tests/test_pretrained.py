@@ -278,19 +278,6 @@ def test_unreadable_and_unknown_files(tmp_path):
         load_basic(tmp_path / "w.h5")
 
 
-def test_torch_files_need_torch_or_say_how(tmp_path):
-    # torch is never a test dependency: without it, the message says what to do.
-    (tmp_path / "resnet18.pth").write_bytes(b"not a zip")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        with pytest.raises(WeightFileError, match=r"torch is not installed: `pip install torch`"):
-            load_basic(tmp_path / "resnet18.pth")
-    else:
-        with pytest.raises(WeightFileError, match=r"not a PyTorch file"):
-            load_basic(tmp_path / "resnet18.pth")
-
-
 def test_numpy_weights_run_in_the_converted_layout():
     # A converted kernel is HWIO: the first output channel of the stem equals a hand convolution.
     _, variables = load_basic(FIXTURES / "parity" / "resnet_basic")

@@ -8,6 +8,9 @@
   wheel's torchvision does not import beside a CPU torch; its source needs nothing).
 - Keras Applications: the ImageNet file with the top of each model, its URL and the
   `file_hash` Keras checks it with, read from the `applications/*.py` modules.
+- Idelbayev's CIFAR-10 ResNets (github.com/akamaster/pytorch_resnet_cifar10): the files its
+  README links, `pretrained_models/resnet20-12fca82f.th` ... (torch.hub's sha256 prefix in the
+  name), read from a checkout's README.md (`--akamaster-readme`).
 
 Run by hand from the repository root, in the project's venv, when a source publishes weights:
 
@@ -25,6 +28,9 @@ Run by hand from the repository root, in the project's venv, when a source publi
 
 Keras 3 has no RegNet: tf-keras's modules give those; where both have a module, their files
 must agree. timm is imported with /work/shared/tools's `timm_compat` (set `--timm-tools`).
+A source left out of the command keeps its rows of the current table:
+
+    python tools/catalogue.py --akamaster-readme README.md   # that source's rows only
 """
 
 import argparse
@@ -231,26 +237,63 @@ def keras_rows(directories: list[Path]) -> list[tuple[str, str, str]]:
     return list(rows.values())
 
 
+_AKAMASTER = "akamaster/pytorch_resnet_cifar10"
+_AKAMASTER_FILE = re.compile(
+    rf"https://github\.com/{_AKAMASTER}/raw/master/pretrained_models/(resnet\d+)-[0-9a-f]{{8}}\.th"
+)
+
+
+def akamaster_rows(readme: Path) -> list[tuple[str, str, str]]:
+    """The hash-named files Idelbayev's README links, whose architecture we have."""
+    found = {m.group(0): m.group(1) for m in _AKAMASTER_FILE.finditer(readme.read_text())}
+    return [(url, arch, "") for url, arch in found.items() if arch in ARCHITECTURES]
+
+
+def current_sections(path: Path) -> dict[str, list[tuple[str, ...]]]:
+    """The table's rows by source, as its header counts them (sources keep their order)."""
+    lines = path.read_text().splitlines()
+    counts = [re.fullmatch(r"#   (.+): (\d+)", line) for line in lines]
+    counts = [(m.group(1), int(m.group(2))) for m in counts if m]
+    rows = [tuple(line.split("\t")) for line in lines if line and not line.startswith("#")][1:]
+    sections, start = {}, 0
+    for source, count in counts:
+        sections[source], start = rows[start : start + count], start + count
+    return sections
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--timm-python", required=True, help="a venv's python with timm")
+    parser.add_argument("--timm-python", help="a venv's python with timm")
     parser.add_argument("--timm-tools", default="/work/shared/tools", help="has timm_compat.py")
-    parser.add_argument("--torchvision", type=Path, required=True, help="torchvision/models")
-    parser.add_argument("--keras", type=Path, nargs="+", required=True, help="applications dirs")
+    parser.add_argument("--torchvision", type=Path, help="torchvision/models")
+    parser.add_argument("--keras", type=Path, nargs="+", help="applications dirs")
+    parser.add_argument("--akamaster-readme", type=Path, help=f"{_AKAMASTER}'s README.md")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    timm_version, timm = timm_rows(args.timm_python, args.timm_tools)
-    sections = {
-        f"timm {timm_version}": timm,
-        _package(args.torchvision): torchvision_rows(args.torchvision),
-        "Keras Applications of " + ", ".join(map(_package, args.keras)): keras_rows(args.keras),
-    }
+    sections = current_sections(args.out) if args.out.exists() else {}
+
+    def replace(prefix: str, source: str, rows: list) -> None:
+        for old in [s for s in sections if s.startswith(prefix)]:
+            del sections[old]
+        sections[source] = rows
+
+    if args.timm_python:
+        timm_version, timm = timm_rows(args.timm_python, args.timm_tools)
+        replace("timm ", f"timm {timm_version}", timm)
+    if args.torchvision:
+        replace("torchvision ", _package(args.torchvision), torchvision_rows(args.torchvision))
+    if args.keras:
+        source = "Keras Applications of " + ", ".join(map(_package, args.keras))
+        replace("Keras Applications ", source, keras_rows(args.keras))
+    if args.akamaster_readme:
+        replace(_AKAMASTER, _AKAMASTER, akamaster_rows(args.akamaster_readme))
     header = [
         "# Published weights that load into nets_weights.architectures.ARCHITECTURES, one a row:",
         "# the weights' name (timm's pretrained name: the Hub repo timm/<name>) or URL",
-        "# (torchvision's, Keras Applications'), the ARCHITECTURES key load_pretrained loads them",
-        "# as, and the hash Keras checks the file with (torchvision's is in the file's name, and",
-        "# the Hub checks timm's). Written by tools/catalogue.py (its docstring has the command)",
+        "# (torchvision's, Keras Applications', Idelbayev's CIFAR ResNets'), the ARCHITECTURES key",
+        "# load_pretrained loads them as, and the hash Keras checks the file with (torchvision's",
+        "# and Idelbayev's are in the file's name, and the Hub checks timm's). Written by",
+        "# tools/catalogue.py (its docstring has the command)",
         "# from the sources' own code; do not edit by hand. Rows, sorted within each source:",
         *(f"#   {source}: {len(rows)}" for source, rows in sections.items()),
         "weights\tarchitecture\thash",

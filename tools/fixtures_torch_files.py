@@ -2,9 +2,10 @@
 files, written by torch itself (a developer machine's torch venv: see tools/parity.py).
 
     AKAMASTER=$(fetch github:akamaster/pytorch_resnet_cifar10)   # the git dir `fetch` returns
+    ZHENG=$(fetch github:Zheng-Jiakun/pytorch_resnet_cifar10)    # a user's own training runs
     CIFAR=$(fetch github:zhi-fangZhang/idpl_gen)   # data/cifar-10-batches-py/test_batch
     /tmp/torchenv/bin/python tools/fixtures_torch_files.py --akamaster $AKAMASTER --cifar $CIFAR \
-        --out /tmp/real
+        --out /tmp/real --zheng $ZHENG
 
 writes:
 - `tests/fixtures/torch_files/`: one small state dict (float32, float16, bfloat16 and int64
@@ -16,8 +17,10 @@ writes:
 - `tests/fixtures/real/`: Idelbayev's published `resnet20-12fca82f.th` as it is, and
   `resnet20_cifar10.npz`: the first 100 CIFAR-10 test images (uint8), their labels, and the
   logits of his `resnet.py` with that file (eval mode).
-- `--out`: every published file with his code's logits on every test image the CIFAR copy holds,
-  for `tools/real_files.py` (the accuracy table of docs/pretrained.md).
+- `--out`: each real file (his four that `fetch` brings whole, and the checkpoints a user of his
+  code trained and committed, torch >= 1.6 zip files), `files.json` (their source, network and
+  the accuracy each file records, `best_prec1`), and his code's logits on every test image the
+  CIFAR copy holds, for `tools/real_files.py` (the table in docs/pretrained.md).
 
 The test images come from the Python version's `test_batch` as a public repository holds it:
 `fetch` keeps its first 3 MiB, the labels and the first 1,017 images, exact (the JPEG copies of
@@ -26,8 +29,8 @@ the test set that repositories hold whole lose ten points of these networks' acc
 
 import argparse
 import importlib.util
+import json
 import pickletools
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -38,7 +41,13 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
-FILES = ("resnet20-12fca82f", "resnet32-d509ac18", "resnet44-014dd654", "resnet56-4bfd9763")
+AKAMASTER = "akamaster/pytorch_resnet_cifar10"
+ZHENG = "Zheng-Jiakun/pytorch_resnet_cifar10"
+# (repository, path, network): the published files, then a user's runs of the same code
+REAL_FILES = [
+    (AKAMASTER, f"pretrained_models/{name}.th", name.split("-")[0])
+    for name in ("resnet20-12fca82f", "resnet32-d509ac18", "resnet44-014dd654", "resnet56-4bfd9763")
+] + [(ZHENG, f"save_resnet{n}/model.th", f"resnet{n}") for n in (20, 56)]
 
 
 def toy_state_dict() -> OrderedDict:
@@ -91,9 +100,9 @@ def write_torch_files(folder: Path) -> None:
     np.savez(folder / "expected.npz", **expected)
 
 
-def git_file(git_dir: Path, path: str) -> bytes:
+def git_file(git_dir: Path, path: str, commit: str = "HEAD") -> bytes:
     return subprocess.run(
-        ["git", f"--git-dir={git_dir}", "show", f"HEAD:{path}"], check=True, capture_output=True
+        ["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True, capture_output=True
     ).stdout
 
 
@@ -122,15 +131,16 @@ def cifar_test_images(git_dir: Path, count: int | None) -> tuple[np.ndarray, np.
     return images.reshape(count, 3, 32, 32).transpose(0, 2, 3, 1), np.asarray(labels[:count])
 
 
-def reference_logits(akamaster: Path, weights: Path, images: np.ndarray) -> np.ndarray:
-    """His `resnet.py` with his file, on his test transform (ToTensor, ImageNet's Normalize)."""
+def reference_logits(
+    akamaster: Path, weights: Path, network: str, images: np.ndarray
+) -> np.ndarray:
+    """His `resnet.py` with a file, on his test transform (ToTensor, ImageNet's Normalize)."""
     source = Path(tempfile.mkdtemp()) / "resnet.py"
     source.write_bytes(git_file(akamaster, "resnet.py"))
     spec = importlib.util.spec_from_file_location("akamaster_resnet", source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    depth = weights.name.split("-")[0]
-    model = getattr(module, depth)()
+    model = getattr(module, network)()
     state = torch.load(weights, map_location="cpu", weights_only=True)["state_dict"]
     model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
     model.eval()
@@ -146,26 +156,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--akamaster", type=Path, required=True, help="its git directory")
     parser.add_argument("--cifar", type=Path, required=True, help="its git directory")
-    parser.add_argument("--out", type=Path, help="where the 10,000-image logits go")
+    parser.add_argument("--out", type=Path, help="where the real files and their logits go")
+    parser.add_argument("--zheng", type=Path, help=f"{ZHENG}'s git directory")
     args = parser.parse_args()
     write_torch_files(ROOT / "torch_files")
 
     real = ROOT / "real"
     real.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        target = (args.out or real) / f"{name}.th"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(git_file(args.akamaster, f"pretrained_models/{name}.th"))
-    shutil.copy((args.out or real) / f"{FILES[0]}.th", real / f"{FILES[0]}.th")
+    resnet20 = real / "resnet20-12fca82f.th"
+    resnet20.write_bytes(git_file(args.akamaster, "pretrained_models/resnet20-12fca82f.th"))
     images, labels = cifar_test_images(args.cifar, count=100)
-    logits = reference_logits(args.akamaster, real / f"{FILES[0]}.th", images)
+    logits = reference_logits(args.akamaster, resnet20, "resnet20", images)
     np.savez_compressed(real / "resnet20_cifar10.npz", images=images, labels=labels, logits=logits)
     if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
         images, labels = cifar_test_images(args.cifar, count=None)
         np.savez_compressed(args.out / "cifar10_test.npz", images=images, labels=labels)
-        for name in FILES:
-            logits = reference_logits(args.akamaster, args.out / f"{name}.th", images)
+        repositories = {AKAMASTER: args.akamaster, ZHENG: args.zheng}
+        table = {}
+        for repository, path, network in REAL_FILES:
+            if repositories[repository] is None:
+                continue
+            name = f"{repository.split('/')[0]}_{path.replace('/', '_')}"
+            (args.out / name).write_bytes(git_file(repositories[repository], path))
+            saved = torch.load(args.out / name, map_location="cpu", weights_only=True)
+            logits = reference_logits(args.akamaster, args.out / name, network, images)
             np.save(args.out / f"{name}.logits.npy", logits)
+            table[name] = {
+                "repository": repository,
+                "path": path,
+                "network": network,
+                "best_prec1": round(float(saved["best_prec1"]), 2),
+            }
+        (args.out / "files.json").write_text(json.dumps(table, indent=1))
     print(f"torch {torch.__version__}: wrote {ROOT / 'torch_files'}, {real}, {args.out}")
 
 

@@ -181,12 +181,28 @@ def sample(key: jax.Array, config: MixupConfig, batch: int, height: int, width: 
     return params
 
 
-def mix(images: jax.Array, targets: jax.Array, params: MixParams) -> tuple[jax.Array, jax.Array]:
-    """Images `[b, h, w, c]` and targets `[b, classes]` mixed as `params` say, each example with
-    example b - 1 - i of the batch."""
+def partners(images: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Example b - 1 - i's image and label for each i, flipped together: one collective when the
+    batch is sharded. (Two independent ones, images' and targets', let XLA:CPU's devices run the
+    targets' and the forward pass's BatchNorm reductions in different orders: a deadlock.)"""
+    b = images.shape[0]
+    packed = jnp.concatenate([images.reshape(b, -1), labels[:, None].astype(images.dtype)], 1)
+    flipped = packed[::-1]
+    return flipped[:, :-1].reshape(images.shape), flipped[:, -1].astype(labels.dtype)
+
+
+def mix(
+    images: jax.Array,
+    labels: jax.Array,
+    params: MixParams,
+    num_classes: int,
+    label_smoothing: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Images `[b, h, w, c]` mixed as `params` say, each example with example b - 1 - i, and
+    the soft targets `[b, classes]`: the smoothed one-hot labels mixed alike."""
     _, height, width, _ = images.shape
+    partner, partner_labels = partners(images, labels)
     lam = params.lam[:, None, None, None]
-    partner = images[::-1]
     blended = jnp.where(
         params.cutmix[:, None, None, None] | (lam == 1), images, images * lam + partner * (1 - lam)
     )
@@ -195,8 +211,10 @@ def mix(images: jax.Array, targets: jax.Array, params: MixParams) -> tuple[jax.A
     inside = (rows >= top) & (rows < bottom) & (cols >= left) & (cols < right)
     inside = inside & params.cutmix[:, None, None]
     mixed = jnp.where(inside[..., None], partner, blended)
+    own = smoothed_one_hot(labels, num_classes, label_smoothing)
+    other = smoothed_one_hot(partner_labels, num_classes, label_smoothing)
     lam = params.lam[:, None]
-    return mixed, targets * lam + targets[::-1] * (1 - lam)
+    return mixed, own * lam + other * (1 - lam)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +228,12 @@ def make_augment(
 
     def augment(images: jax.Array, labels: jax.Array, key: jax.Array):
         k_erase, k_mix = jax.random.split(key)
-        targets = smoothed_one_hot(labels, num_classes, label_smoothing)
         if data.reprob > 0:
             images = erase(images, k_erase, data.reprob, data.remode, data.recount)
-        if mixup.active:
-            b, h, w, _ = images.shape
-            images, targets = mix(images, targets, sample(k_mix, mixup, b, h, w))
-        return images, targets
+        if not mixup.active:
+            return images, smoothed_one_hot(labels, num_classes, label_smoothing)
+        b, h, w, _ = images.shape
+        params = sample(k_mix, mixup, b, h, w)
+        return mix(images, labels, params, num_classes, label_smoothing)
 
     return augment

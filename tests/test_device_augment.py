@@ -17,11 +17,7 @@ CASES = sorted({k.rsplit(" ", 1)[0] for k in MIXUP.files if not k.startswith("bb
 
 
 # One compiled program for every case (they share shapes): no per-case compile of each operation.
-mix = jax.jit(
-    lambda x, labels, params: device_augment.mix(
-        x, device_augment.smoothed_one_hot(labels, 5, 0.1), params
-    )
-)
+mix = jax.jit(lambda x, labels, params: device_augment.mix(x, labels, params, 5, 0.1))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -42,6 +42,14 @@ TINY = [
     "train.checkpoint_every=3",
     "train.keep_checkpoints=2",
     "optim.ema_decay=0.9",  # evaluation reads the EMA; resuming must restore it exactly
+    # Every augmentation on, host and device: a resumed run (or one device) draws what the
+    # straight one did.
+    "data.auto_augment=rand-m9-mstd0.5-inc1",
+    "data.reprob=0.25",
+    "mixup.mixup_alpha=0.8",
+    "mixup.cutmix_alpha=1.0",
+    "mixup.mode=elem",
+    "optim.label_smoothing=0.1",
 ]
 TIMING = {"train/img_per_sec"}
 

@@ -1,5 +1,6 @@
 """Every data source on small files written here, and the pipeline's determinism and position."""
 
+import dataclasses
 import io
 import pickle
 import sys
@@ -40,8 +41,10 @@ def test_train_stream_is_deterministic_and_resumes_at_a_step():
 
 def test_processes_take_their_part_of_one_processs_global_batches():
     """Step s's global batch is the same on 1 or 3 processes (each process's local batch is its
-    part of it, augmentation included), from the start and from a resumed step."""
-    ds, cfg = sources.digits(), DataConfig(crop="pad", flip=True)
+    part of it, augmentation included: each example's draws are its own), from the start and
+    from a resumed step."""
+    policy = dict(auto_augment="rand-m9-mstd0.5-inc1", train_interpolation="random")
+    ds, cfg = sources.digits(), DataConfig(crop="pad", flip=True, **policy)
     for start in (0, 90):  # 90: in the second epoch, as a resumed run
         alone = first_batches(data.train_iterator(ds, cfg, 8, 12, 5, 0, 1, start), 2)
         parts = [
@@ -239,8 +242,9 @@ def test_tfds_without_tensorflow_datasets_is_a_clear_error(monkeypatch):
 
 def test_worker_processes_give_the_same_stream():
     ds = sources.synthetic(64, 8, 5)
-    plain = data.train_iterator(ds, DataConfig(crop="none", flip=True), 8, 8, seed=1)
-    workers = data.train_iterator(ds, DataConfig(crop="none", flip=True, workers=2), 8, 8, seed=1)
+    cfg = DataConfig(crop="resized", flip=True, auto_augment="ta_wide")
+    plain = data.train_iterator(ds, cfg, 8, 8, seed=1)
+    workers = data.train_iterator(ds, dataclasses.replace(cfg, workers=2), 8, 8, seed=1)
     try:
         for a, b in zip(first_batches(plain, 4), first_batches(workers, 4), strict=True):
             np.testing.assert_array_equal(a["image"], b["image"])

@@ -1,7 +1,7 @@
 """The fine-tuning recipe (configs/finetune_vit_small.yaml) runs from published weights: the ViT
 parity fixture (tests/fixtures/parity/vit_small_config, timm's weights of a tiny ViT) onto a
-small image folder, with every recipe option on and gradient accumulation over two
-micro-batches. (Every shipped config validates in tests/test_training_config.py; resuming
+small image folder, with the recipe's options on (random erasing aside) and gradient accumulation
+over two micro-batches. (Every shipped config validates in tests/test_training_config.py; resuming
 between micro-batches in tests/test_accumulation.py.)"""
 
 from pathlib import Path
@@ -41,6 +41,9 @@ def test_the_fine_tuning_recipe_runs_from_published_weights(tmp_path):
         "data.batch_size=4",
         "optim.accumulate_steps=2",
         "train.steps=2",
+        # Random erasing doubles the train step's compilation (~10 s on 2 cores); its own tests
+        # are in tests/test_device_augment.py.
+        "data.reprob=0",
     ]
     cfg = config.load("finetune_vit_small.yaml", overrides)
     assert (cfg.optim.layer_decay, cfg.finetune.exclude) == (0.65, ("head",))

@@ -3,9 +3,15 @@
     python bench/input_pipeline.py --config configs/default.yaml --batches 100
     python bench/input_pipeline.py --config configs/imagenet_resnet50.yaml --set data.dir=... \
         --set data.workers=8
+    python bench/photo_folder.py /tmp/photos && python bench/input_pipeline.py --deit \
+        --set data.dir=/tmp/photos --set data.workers=2
 
 Prints img/s for this process's share of the batch. Compare it with `bench/train_step.py` (or the
 img/s that `train.py` shows) for the same network, batch and size: the smaller one bounds training.
+`--deit` adds DeiT's training policy (configs/imagenet_deit_small.yaml) on an image folder at
+224 px: bicubic random-resized crops, flips and RandAugment 'rand-m9-mstd0.5-inc1' on the host,
+which this times; its erasing and mixup/cutmix run in the train step on the device
+(`bench/train_step.py --augment`). `bench/timm_input_pipeline.py` times timm's own loader.
 """
 
 import argparse
@@ -14,6 +20,20 @@ import time
 
 from nets_training import config, data, loop, sharding
 
+# DeiT's training policy (configs/imagenet_deit_small.yaml) on an image folder (--set data.dir).
+DEIT = [
+    "data.name=imagefolder",
+    "data.image_size=224",
+    "data.batch_size=128",
+    "data.crop=resized",
+    "data.flip=true",
+    "data.train_interpolation=bicubic",
+    "data.auto_augment=rand-m9-mstd0.5-inc1",
+    "data.reprob=0.25",  # erasing and mixing: on the device, not timed here
+    "mixup.mixup_alpha=0.8",
+    "mixup.cutmix_alpha=1.0",
+]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -21,9 +41,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="key.path=value override")
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5, help="batches left out of the timing")
+    parser.add_argument("--deit", action="store_true", help="DeiT's policy on an image folder")
     args = parser.parse_args()
 
-    cfg, dataset, _ = loop.resolve(config.load(args.config, args.set))
+    cfg, dataset, _ = loop.resolve(config.load(args.config, (DEIT if args.deit else []) + args.set))
     d = cfg.data
     batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     batches = data.train_iterator(dataset, d, d.image_size, batch, cfg.train.seed)

@@ -7,7 +7,9 @@ cross-entropy, BatchNorm updates and donated buffers. `--direct` also times the 
 on the bare Flax module (no `get_network_fn` in between), to show the factory costs nothing.
 `--conv both` times the network built on the zoo's `nets.layers.Conv` and on plain
 `flax.linen.Conv` (where a network pads as PyTorch does, which flax's Conv cannot: XLA's own
-convolution through the zoo's Conv) in the same process, step by step interleaved; `--torch` adds
+convolution through the zoo's Conv) in the same process, step by step interleaved; `--augment`
+also times the step with DeiT's device augmentation (random erasing, mixup/cutmix), interleaved
+with the plain one (`--conv ours`, the default, needed); `--torch` adds
 PyTorch's eager CPU step (default and `channels_last` memory formats) for the networks
 `bench/torch_resnet.py` knows, when torch is installed. Each figure is a median over `--steps`.
 `bench/cpu_table.py` prints docs/performance.md's CPU table (four networks) with one command.
@@ -28,20 +30,28 @@ import optax
 
 import nets_factory
 from nets.layers import Conv
-from nets_training import host_memory, xla_cpu_flags
+from nets_training import device_augment, host_memory, xla_cpu_flags
+from nets_training.config import DataConfig, MixupConfig
 
 
-def make_step(apply, optimizer):
-    """`step(params, batch_stats, opt_state, images, labels)` with its state buffers donated."""
+def make_step(apply, optimizer, augment=None):
+    """`step(params, batch_stats, opt_state, images, labels)` with its state buffers donated.
+    `augment` (`nets_training.device_augment.make_augment`'s): erasing and mixing the batch
+    first, as train.py's step does, with a fixed key (the same work every step)."""
 
     def loss_fn(params, batch_stats, images, labels):
+        targets = None
+        if augment is not None:
+            images, targets = augment(images, labels, jax.random.key(1))
         (logits, _), updates = apply(
             {"params": params, "batch_stats": batch_stats},
             images,
             mutable=["batch_stats"],
             rngs={"dropout": jax.random.key(0)},  # one mask every step: dropout costs the same
         )
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+        if targets is None:
+            targets = jax.nn.one_hot(labels, logits.shape[-1])
+        loss = optax.softmax_cross_entropy(logits.astype(jnp.float32), targets)
         return loss.mean(), updates["batch_stats"]
 
     def step(params, batch_stats, opt_state, images, labels):
@@ -88,11 +98,19 @@ def plain_conv(name: str, num_classes: int, dtype, images) -> tuple[str, Any]:
 
 
 def build_timers(
-    name: str, batch: int, size: int | None, dtype: str, num_classes: int, conv: str, direct=False
+    name: str,
+    batch: int,
+    size: int | None,
+    dtype: str,
+    num_classes: int,
+    conv: str,
+    direct=False,
+    augment=False,
 ) -> tuple[dict[str, Timer], int]:
     """The compiled steps to compare, by label, and the image size they run at.
 
     `conv`: 'ours' (the zoo's `nets.layers.Conv`), 'flax' (plain `flax.linen.Conv`) or 'both'.
+    `augment`: also the zoo's step with DeiT's device augmentation (`DEIT_DEVICE_AUGMENT`).
     """
     dtype = jnp.dtype(dtype)
     fn = nets_factory.get_network_fn(name, num_classes, is_training=True, dtype=dtype)
@@ -114,11 +132,38 @@ def build_timers(
         candidates[label] = flax_fn.apply
     if direct:
         candidates["bare module"] = lambda v, x, **kw: fn.module.apply(v, x, train=True, **kw)
+    steps = {label: make_step(apply, optimizer) for label, apply in candidates.items()}
+    if augment:
+        data, mixup = DEIT_DEVICE_AUGMENT
+        deit = device_augment.make_augment(data, mixup, num_classes, label_smoothing=0.1)
+        steps["+ DeiT's erasing, mixup"] = make_step(fn.apply, optimizer, deit)
     timers = {}
-    for label, apply in candidates.items():
+    for label, step in steps.items():
         copy = jax.tree.map(jnp.copy, variables)
-        timers[label] = Timer(make_step(apply, optimizer), copy, optimizer, images, labels)
+        timers[label] = Timer(step, copy, optimizer, images, labels)
     return timers, size
+
+
+def time_augment_alone(batch: int, size: int, num_classes: int, steps: int) -> float:
+    """Median seconds of `DEIT_DEVICE_AUGMENT` on a batch, jitted on its own."""
+    augment = jax.jit(device_augment.make_augment(*DEIT_DEVICE_AUGMENT, num_classes, 0.1))
+    images = jax.random.normal(jax.random.key(0), (batch, size, size, 3))
+    labels = jnp.arange(batch) % num_classes
+    jax.block_until_ready(augment(images, labels, jax.random.key(1)))
+    times = []
+    for i in range(steps):
+        start = time.perf_counter()
+        jax.block_until_ready(augment(images, labels, jax.random.key(i)))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# The part of DeiT's recipe that runs in the train step: random erasing 0.25 ('pixel'), mixup 0.8
+# and cutmix 1.0 (switch 0.5, one draw per batch), label smoothing 0.1.
+DEIT_DEVICE_AUGMENT = (
+    DataConfig(reprob=0.25, remode="pixel"),
+    MixupConfig(mixup_alpha=0.8, cutmix_alpha=1.0),
+)
 
 
 def run_interleaved(timers: dict, steps: int) -> dict[str, float]:
@@ -161,6 +206,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--direct", action="store_true", help="also time the bare Flax module")
     parser.add_argument(
+        "--augment", action="store_true", help="also time the step with DeiT's device augmentation"
+    )
+    parser.add_argument(
         "--conv",
         default="ours",
         choices=["ours", "flax", "both"],
@@ -176,7 +224,14 @@ def main() -> None:
         sys.exit("train_step.py: --torch needs PyTorch, which is not installed: pip install torch")
 
     timers, size = build_timers(
-        args.name, args.batch, args.size, args.dtype, args.num_classes, args.conv, args.direct
+        args.name,
+        args.batch,
+        args.size,
+        args.dtype,
+        args.num_classes,
+        args.conv,
+        args.direct,
+        args.augment,
     )
     if args.torch:
         import torch_resnet  # bench/torch_resnet.py; PyTorch is optional, never a dependency
@@ -191,6 +246,13 @@ def main() -> None:
         print(
             f"  {label:<18} compile {compile_s}   step {step_s * 1e3:8.1f} ms   "
             f"{args.batch / step_s:8.1f} img/s"
+        )
+    if args.augment and "nets.layers.Conv" in medians:
+        plain, augmented = medians["nets.layers.Conv"], medians["+ DeiT's erasing, mixup"]
+        alone = time_augment_alone(args.batch, size, args.num_classes, args.steps)
+        print(
+            f"  DeiT's device augmentation: {1e3 * (augmented - plain):+.1f} ms a step "
+            f"(interleaved), {1e3 * alone:.1f} ms alone"
         )
     baseline = next((b for b in BASELINES if b in medians), None)
     if baseline and len(medians) > 1:

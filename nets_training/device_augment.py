@@ -1,7 +1,9 @@
 """The training batch's augmentation on the device, inside the jitted train step: random erasing
 (Zhong et al. 2020) and Mixup / CutMix (Zhang et al. 2018, Yun et al. 2019), as timm does them
-(`timm.data.random_erasing.RandomErasing`, `timm.data.mixup.Mixup`, timm 1.0.31), in DeiT's order:
-erasing first, each image on its own, then mixing.
+(`timm.data.random_erasing.RandomErasing`, `timm.data.mixup.Mixup`, timm 1.0.31), in the order
+of timm's train.py: mixing (its loader's collate), then erasing each mixed image (its prefetcher,
+on the GPU). DeiT's train loop erases first; the other order would read the erased pixels twice,
+which XLA:CPU computes twice (its noise, for 'pixel', costs 3x the erasing then).
 
 Both work on normalised float32 images at the network's size, as timm's do. Their randomness is
 the step's key folded with the example's (or mixing unit's) index in the global batch: a run draws
@@ -228,12 +230,14 @@ def make_augment(
 
     def augment(images: jax.Array, labels: jax.Array, key: jax.Array):
         k_erase, k_mix = jax.random.split(key)
+        if mixup.active:
+            b, h, w, _ = images.shape
+            params = sample(k_mix, mixup, b, h, w)
+            images, targets = mix(images, labels, params, num_classes, label_smoothing)
+        else:
+            targets = smoothed_one_hot(labels, num_classes, label_smoothing)
         if data.reprob > 0:
             images = erase(images, k_erase, data.reprob, data.remode, data.recount)
-        if not mixup.active:
-            return images, smoothed_one_hot(labels, num_classes, label_smoothing)
-        b, h, w, _ = images.shape
-        params = sample(k_mix, mixup, b, h, w)
-        return mix(images, labels, params, num_classes, label_smoothing)
+        return images, targets
 
     return augment

@@ -81,7 +81,11 @@ def _solarize_add(img, add, fill, thresh=128):
 
 
 def _posterize(img, bits, fill):
-    return img if bits >= 8 else ImageOps.posterize(img, bits)
+    if bits >= 8:
+        return img
+    if bits <= 0:  # timm's PosterizeIncreasing at magnitude 10: Pillow before 13 kept no bits
+        return img.point([0] * 256 * len(img.getbands()))  # (black); Pillow 13 raises instead
+    return ImageOps.posterize(img, bits)
 
 
 def _enhance(enhancer: type) -> Callable:

@@ -44,6 +44,15 @@ def test_every_timm_operation_gives_timms_pixels_at_a_fixed_magnitude():
     assert mismatches("timm", make) == []
 
 
+def test_posterize_to_no_bits_is_black_as_before_pillow_13():
+    """timm's PosterizeIncreasing at magnitude 10 keeps 0 bits: Pillow < 13 made the image black,
+    Pillow 13 raises (and stops timm's loader under 'rand-m9-mstd0.5-inc1' when the noise
+    reaches 10)."""
+    fill = Fill(MEAN_COLOR, Image.BICUBIC)
+    black = image_ops.timm_op(PHOTO, "PosterizeIncreasing", 10.0, False, fill, 32)
+    assert np.asarray(black).shape == OPS["photo"].shape and not np.asarray(black).any()
+
+
 def test_every_trivial_augment_operation_and_bin_is_torchvisions():
     def make(fields):
         name, sign = fields

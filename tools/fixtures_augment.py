@@ -26,13 +26,11 @@ Written with torch 2.13.0 (CPU), timm 1.0.31, torchvision 0.29.1, Pillow 13.0.0,
 import argparse
 import json
 import sys
-import tempfile
-import types
-import zipfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from torchvision_wheel import import_torchvision  # tools/, beside this script
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "augment"
 PHOTO_SIZE = (32, 24)  # w, h: not square, so that a swapped axis shows
@@ -40,15 +38,6 @@ TRAIN_SIZE = 32  # the training size timm's absolute translations scale with
 MEAN_COLOR = (124, 116, 104)  # timm's img_mean for ImageNet's mean
 TIMM_MAGNITUDE = 7.3  # not an integer, as after timm's magnitude noise
 TA_BIN = 23  # of 31
-
-
-def import_torchvision(wheel: str) -> None:
-    """torchvision's Python modules from its wheel, without its __init__ (compiled operators)."""
-    root = Path(tempfile.mkdtemp())
-    zipfile.ZipFile(wheel).extractall(root)
-    package = types.ModuleType("torchvision")
-    package.__path__ = [str(root / "torchvision")]
-    sys.modules["torchvision"] = package
 
 
 class FixedRandom:

@@ -1,0 +1,95 @@
+"""timm's own training loader on an image folder: the baseline of `bench/input_pipeline.py`.
+
+    PYTHONPATH=../shared/tools /tmp/torchenv/bin/python bench/timm_input_pipeline.py \\
+        /tmp/photos --workers 2 --torchvision-wheel /tmp/tv/torchvision-0.29.1-*.whl
+
+Runs where torch and timm are installed (never dependencies of the project; see tools/parity.py);
+`--torchvision-wheel` loads torchvision's Python transforms from its wheel where torchvision
+itself does not install (tools/torchvision_wheel.py). The loader is the one timm's train.py builds
+for DeiT's recipe (`timm.data.create_loader`, prefetcher on): RandomResizedCrop (bicubic), flip,
+RandAugment 'rand-m9-mstd0.5-inc1' in `--workers` processes; then, with `--full`, Mixup/CutMix
+in the workers' collate (FastCollateMixup, 0.8 / 1.0, label smoothing 0.1) and random erasing
+(0.25, 'pixel') with the normalisation in the main process, where train.py runs them on the
+GPU. Prints img/s of `--batch`-image batches, the first `--warmup` left out. (timm's
+posterize at 0 bits is made black, as before Pillow 13, which refuses it: `keep_no_bits_black`.)
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def keep_no_bits_black(auto_augment) -> None:
+    """timm's PosterizeIncreasing at magnitude 10 keeps 0 bits, which Pillow 13 refuses (timm's
+    loader then stops at the first image whose magnitude noise reaches 10); older Pillow made
+    the image black, as nets_training.image_ops does: so does timm's here."""
+    posterize = auto_augment.posterize
+
+    def black_at_no_bits(img, bits, **kwargs):
+        if bits <= 0:
+            return img.point([0] * 256 * len(img.getbands()))
+        return posterize(img, bits, **kwargs)
+
+    for name, op in auto_augment.NAME_TO_OP.items():
+        if op is posterize:
+            auto_augment.NAME_TO_OP[name] = black_at_no_bits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="an image folder: FOLDER/train/<class>/*.jpg")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--full", action="store_true", help="mixup/cutmix and erasing too")
+    parser.add_argument("--torchvision-wheel", help="import torchvision's transforms from it")
+    args = parser.parse_args()
+    if args.torchvision_wheel:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+        from torchvision_wheel import import_torchvision
+
+        import_torchvision(args.torchvision_wheel)
+    import torch
+    from timm.data import FastCollateMixup, ImageDataset, auto_augment, create_loader
+
+    keep_no_bits_black(auto_augment)
+
+    collate = None
+    if args.full:
+        collate = FastCollateMixup(
+            mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=2
+        )
+    loader = create_loader(
+        ImageDataset(str(args.folder / "train")),
+        input_size=(3, 224, 224),
+        batch_size=args.batch,
+        is_training=True,
+        auto_augment="rand-m9-mstd0.5-inc1",
+        interpolation="bicubic",
+        re_prob=0.25 if args.full else 0.0,
+        re_mode="pixel",
+        num_workers=args.workers,
+        collate_fn=collate,
+        device=torch.device("cpu"),
+        use_prefetcher=True,
+    )
+    batches = (batch for _ in iter(int, 1) for batch in loader)  # epoch after epoch
+    times = []
+    for i in range(args.warmup + args.batches):
+        start = time.perf_counter()
+        images, _ = next(batches)
+        if i >= args.warmup:
+            times.append(time.perf_counter() - start)
+    what = "RandAugment" + (", mixup/cutmix, erasing" if args.full else "")
+    print(
+        f"timm {what}: batch {args.batch} of {tuple(images.shape[1:])} {images.dtype}, "
+        f"{args.workers} workers: {args.batches * args.batch / sum(times):8.1f} img/s "
+        f"(median batch {statistics.median(times) * 1e3:.1f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -97,7 +97,7 @@ class DataConfig:
     # under which timm drops it.
     color_jitter: float = 0.0
     # Random erasing (Zhong et al. 2020; timm's --reprob): the probability that a training image
-    # has boxes erased, on the device after normalisation.
+    # has boxes erased, on the device after normalisation and mixup, as timm's train.py.
     reprob: float = 0.0
     # The erased boxes' values (timm's --remode): 0 (the mean), one N(0, 1) colour per box, or
     # N(0, 1) per pixel, in normalised units.

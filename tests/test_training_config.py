@@ -77,6 +77,13 @@ def test_overrides_reach_nested_kwargs_and_lists_become_tuples(tmp_path):
         ("model: {kwargs: {a: 1, a: 2}}", [], "duplicate key 'model.kwargs.a' at line 1"),
         ("", ["optim={lr: 1, lr: 2}"], "--set optim: duplicate key 'lr' at line 1"),
         ("\x00", [], "invalid YAML: unacceptable character #x0000"),
+        ("mixup: {mixup_alpha: -0.8}", [], "mixup.mixup_alpha: must be >= 0 (0: off), got -0.8"),
+        ("mixup: {cutmix_minmax: [0.8, 0.2]}", [], "mixup.cutmix_minmax: must be [min, max] with"),
+        ("mixup: {mode: pair, cutmix_alpha: 1}\ndata: {batch_size: 7}", [], "data.batch_size: mix"),
+        ("data: {reprob: 1.5}", [], "data.reprob: must be in [0, 1], got 1.5"),
+        ("data: {remode: noise}", [], "data.remode: must be one of const, rand, pixel"),
+        ("data: {auto_augment: rand-m9, color_jitter: 0.4}", [], "data.color_jitter: timm turns"),
+        ("optim: {bce_target_threshold: 0.2}", [], "optim.bce_target_threshold: needs loss=bce"),
     ],
 )
 def test_config_mistakes_name_the_key_and_what_is_valid(tmp_path, text, overrides, message):

@@ -12,11 +12,15 @@ img/s that `train.py` shows) for the same network, batch and size: the smaller o
 224 px: bicubic random-resized crops, flips and RandAugment 'rand-m9-mstd0.5-inc1' on the host,
 which this times; its erasing and mixup/cutmix run in the train step on the device
 (`bench/train_step.py --augment`). `bench/timm_input_pipeline.py` times timm's own loader.
+`--per-image N` gives the CPU time of one image's decoding and augmentation instead, in this
+thread alone: the figure that contention on a shared machine disturbs least.
 """
 
 import argparse
 import statistics
 import time
+
+import numpy as np
 
 from nets_training import config, data, loop, sharding
 
@@ -42,10 +46,23 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5, help="batches left out of the timing")
     parser.add_argument("--deit", action="store_true", help="DeiT's policy on an image folder")
+    parser.add_argument(
+        "--per-image", type=int, default=0, help="N: CPU ms per image of N, in this thread only"
+    )
     args = parser.parse_args()
 
     cfg, dataset, _ = loop.resolve(config.load(args.config, (DEIT if args.deit else []) + args.set))
     d = cfg.data
+    if args.per_image:
+        transform = data.train_transform(dataset, d, d.image_size)
+        rng = np.random.default_rng(cfg.train.seed)
+        records = [dataset.train[i % len(dataset.train)] for i in range(args.per_image)]
+        start = time.process_time()
+        for record in records:
+            transform(record, rng)
+        ms = (time.process_time() - start) / args.per_image * 1e3
+        print(f"{d.name} at {d.image_size} px, policy {d.auto_augment}: {ms:.2f} CPU ms an image")
+        return
     batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     batches = data.train_iterator(dataset, d, d.image_size, batch, cfg.train.seed)
     for _ in range(args.warmup):

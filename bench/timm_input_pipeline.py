@@ -2,6 +2,7 @@
 
     PYTHONPATH=../shared/tools /tmp/torchenv/bin/python bench/timm_input_pipeline.py \\
         /tmp/photos --workers 2 --torchvision-wheel /tmp/tv/torchvision-0.29.1-*.whl
+    ... bench/timm_input_pipeline.py /tmp/photos --per-image 256 --torchvision-wheel ...
 
 Runs where torch and timm are installed (never dependencies of the project; see tools/parity.py);
 `--torchvision-wheel` loads torchvision's Python transforms from its wheel where torchvision
@@ -37,6 +38,25 @@ def keep_no_bits_black(auto_augment) -> None:
             auto_augment.NAME_TO_OP[name] = black_at_no_bits
 
 
+def per_image_ms(folder: Path, count: int) -> float:
+    """CPU milliseconds an image of timm's decoding and training transforms (uint8 out, as with
+    its prefetcher), in this thread alone."""
+    from timm.data import ImageDataset, create_transform
+
+    transform = create_transform(
+        224,
+        is_training=True,
+        auto_augment="rand-m9-mstd0.5-inc1",
+        interpolation="bicubic",
+        use_prefetcher=True,
+    )
+    dataset = ImageDataset(str(folder / "train"), transform=transform)
+    start = time.process_time()
+    for i in range(count):
+        dataset[i % len(dataset)]
+    return (time.process_time() - start) / count * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="an image folder: FOLDER/train/<class>/*.jpg")
@@ -46,6 +66,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--full", action="store_true", help="mixup/cutmix and erasing too")
     parser.add_argument("--torchvision-wheel", help="import torchvision's transforms from it")
+    parser.add_argument(
+        "--per-image", type=int, default=0, help="N: CPU ms per image of N, in this thread only"
+    )
     args = parser.parse_args()
     if args.torchvision_wheel:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -57,6 +80,9 @@ def main() -> None:
 
     keep_no_bits_black(auto_augment)
 
+    if args.per_image:
+        print(f"timm RandAugment: {per_image_ms(args.folder, args.per_image):.2f} CPU ms an image")
+        return
     collate = None
     if args.full:
         collate = FastCollateMixup(

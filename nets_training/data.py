@@ -218,23 +218,11 @@ class RepeatedAugmentation(grain.MapDataset):
         return self._parent[epoch * self._length + position // self._repeats]
 
 
-def train_iterator(
-    dataset: Dataset,
-    data: DataConfig,
-    image_size: int,
-    local_batch: int,
-    seed: int,
-    process_index: int = 0,
-    process_count: int = 1,
-    start_step: int = 0,
-) -> grain.DatasetIterator:
-    """An endless iterator of this process's training batches, from step `start_step` on.
-
-    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says.
-    """
+def train_transform(dataset: Dataset, data: DataConfig, image_size: int) -> TrainTransform:
+    """What the training pipeline does to each record, as `data` (resolved) says."""
     if data.crop is None or data.flip is None:
         raise ValueError("train_iterator: data.crop and data.flip must be resolved (loop.resolve)")
-    transform = TrainTransform(
+    return TrainTransform(
         image_size=image_size,
         fixed_size=dataset.fixed_size is not None,
         channels=dataset.channels,
@@ -252,6 +240,23 @@ def train_iterator(
             dataset.fixed_size or image_size,
         ),
     )
+
+
+def train_iterator(
+    dataset: Dataset,
+    data: DataConfig,
+    image_size: int,
+    local_batch: int,
+    seed: int,
+    process_index: int = 0,
+    process_count: int = 1,
+    start_step: int = 0,
+) -> grain.DatasetIterator:
+    """An endless iterator of this process's training batches, from step `start_step` on.
+
+    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says.
+    """
+    transform = train_transform(dataset, data, image_size)
     ds = grain.MapDataset.source(dataset.train).seed(seed).shuffle().repeat(None)
     if data.repeated_augmentation > 1:
         ds = RepeatedAugmentation(ds, len(dataset.train), data.repeated_augmentation)

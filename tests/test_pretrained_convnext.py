@@ -63,7 +63,8 @@ def test_features_mode_keeps_the_head_norm():
     assert features.shape == (2, 64) and "head" not in variables["params"]
     full_fn, full = load("convnext")
     _, full_points = jax.jit(full_fn.apply)(full, images)
-    np.testing.assert_allclose(features, full_points["pre_logits"], rtol=1e-6)
+    # Two programs, fused differently: float32 rounding of features of size ~3 (atol 1e-7).
+    np.testing.assert_allclose(features, full_points["pre_logits"], rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(
         variables["params"]["head_norm"]["scale"], full["params"]["head_norm"]["scale"]
     )

@@ -12,6 +12,7 @@ import pytest
 import nets_factory
 from nets import nasnet, nasnet_cells
 from nets.layers import Conv
+from tests import variable_trees
 from tests.helpers import numpy_variables
 
 # Parameters of the inference graph (auxiliary head excluded), in millions: Zoph et al. Tables 1-3
@@ -43,19 +44,6 @@ KERAS_COUNTS = {
 MOBILE_CELL_2_PARAMS = 50_424
 
 
-@functools.cache
-def abstract_network(name, num_classes):
-    """Variables and training-mode end points at the default size, from one abstract trace."""
-    module = nets_factory.networks_map[name](num_classes=num_classes)
-    size = module.default_image_size
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
-    (_, end_points), variables = jax.eval_shape(
-        lambda x: module.init_with_output(rngs, x, train=True), images
-    )
-    return variables, end_points
-
-
 def count(tree):
     return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(tree))
 
@@ -64,22 +52,28 @@ def without_aux(tree):
     return {k: v for k, v in tree.items() if not k.startswith("aux_")}
 
 
-# The full-size traces (`abstract_network`, seconds each) are left to the full suite.
-@pytest.mark.slow
+# The counts read each network's variables at 1000 classes from the committed tree, without a
+# trace (tests/test_nets_factory.py checks the tree against a live one).
+
+
+def inference_params(name, num_classes):
+    """Parameters without the auxiliary head at `num_classes`: the logits layer holds
+    `width + 1` per class (a kernel column and a bias)."""
+    params = variable_trees.abstract(name)["params"]
+    width = params["final_layer"]["kernel"].shape[0]
+    return count(without_aux(params)) + (width + 1) * (num_classes - 1000)
+
+
 @pytest.mark.parametrize("name", sorted(PUBLISHED_MILLIONS))
 def test_published_parameter_counts(name):
-    num_classes = 10 if name == "nasnet_cifar" else 1000
-    variables, end_points = abstract_network(name, num_classes)
-    params = count(without_aux(variables["params"]))
-    if num_classes == 1000:  # Slim's 1001st class is a background class: one more logit
-        params += end_points["pre_logits"].shape[-1] + 1
+    # Slim's 1001st class is a background class: one more logit.
+    params = inference_params(name, 10 if name == "nasnet_cifar" else 1001)
     assert round(params / 1e6, 1) == PUBLISHED_MILLIONS[name], params
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERAS_COUNTS))
 def test_exact_counts_of_slims_checkpoints(name):
-    variables, _ = abstract_network(name, 1000)
+    variables = variable_trees.abstract(name)
     trainable, statistics = KERAS_COUNTS[name]
     assert count(without_aux(variables["params"])) == trainable
     assert count(without_aux(variables["batch_stats"])) == statistics
@@ -87,9 +81,8 @@ def test_exact_counts_of_slims_checkpoints(name):
         assert count(variables["params"]["cell_2"]) == MOBILE_CELL_2_PARAMS
 
 
-@pytest.mark.slow
 def test_pnasnet_builds_only_the_layers_it_needs():
-    params = abstract_network("pnasnet_large", 1000)[0]["params"]  # as Slim's pnasnet_test
+    params = variable_trees.abstract("pnasnet_large")["params"]  # as Slim's pnasnet_test
     assert "conv_1x1" in params["cell_stem_0"]  # Slim's cell_stem_0/1x1
     # The stem's first cell reads the 96-channel conv0 directly, so its max-pool needs a 1x1 to
     # reach 54 filters; the second reads a factorized reduction that already has 108.
@@ -97,9 +90,11 @@ def test_pnasnet_builds_only_the_layers_it_needs():
     assert "comb_iter_0_right" not in params["cell_stem_1"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a full-size trace (seconds)
 def test_slim_end_points_of_nasnet_mobile():
-    _, end_points = abstract_network("nasnet_mobile", 1000)  # as Slim's nasnet_test
+    # As Slim's nasnet_test: the training graph's end points at the default size.
+    module = nets_factory.networks_map["nasnet_mobile"](num_classes=1000)
+    (_, end_points), _ = abstract_init(module, batch=1)
     expected = {"Stem": (28, 28, 88), "Reduction_Cell_0": (14, 14, 352)}
     expected |= {"Reduction_Cell_1": (7, 7, 704), "global_pool": (1056,)}
     expected |= {f"Cell_{i}": (28 >> (i // 4), 28 >> (i // 4), 264 << (i // 4)) for i in range(12)}

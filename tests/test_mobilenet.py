@@ -54,10 +54,12 @@ PUBLISHED = {
 
 
 # Tracing a network costs about a second of CPU: each network is traced once per configuration
-# and shared between the tests (the results are read-only).
+# and shared between the tests (the results are read-only); its forward pass only, on the
+# variables below (a MobileNet's do not depend on the image size).
 @functools.cache
 def profile(name, size=224, **kw):
-    return summary.profile(nets_factory.get_network_fn(name, num_classes=1000, **kw), size)
+    fn = nets_factory.get_network_fn(name, num_classes=1000, **kw)
+    return summary.profile(fn, size, variables=variables(name, **kw))
 
 
 @functools.cache

@@ -14,6 +14,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import efficientnet
+from nets.layers import Conv
 from tests import variable_trees
 from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
 
@@ -64,12 +65,21 @@ FEATURES_TRACED = {
 }
 
 
+# NASNet's and PNASNet's thousands of depthwise taps take half of each of their traces on the CPU
+# convolution path, whose shapes are XLA's (tests/test_conv.py checks the two against each other
+# on each kind of shape, NASNet's separable ones included): traced with XLA's convolutions, at
+# ~half the CPU. tests/test_nasnet.py traces nasnet_mobile's training graph on the CPU path.
+XLA_CONVOLUTIONS = {"nets.nasnet", "nets.pnasnet"}
+
+
 @pytest.mark.slow  # two or three traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
     # graph, auxiliary heads included.
-    fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
+    xla = nets_factory.networks_map[name].func.__module__ in XLA_CONVOLUTIONS
+    fields = {"conv": functools.partial(Conv, impl="xla")} if xla else {}
+    fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
     images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     assert "params" in variables
@@ -77,7 +87,7 @@ def test_shapes_and_end_points(name):
 
     # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits; its
     # size, parameters and MACs are those `python -m nets_factory` lists (nets/sizes.tsv).
-    eval_fn = nets_factory.get_network_fn(name, num_classes=1000)
+    eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
     measured = summary.profile(eval_fn, variables=variables)
     end_points = measured.end_points
     assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
@@ -95,7 +105,7 @@ def test_shapes_and_end_points(name):
     # test_features_mode_* checks its init.)
     if name not in FEATURES_TRACED:
         return
-    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True)
+    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **fields)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (feats, feat_points), _ = jax.eval_shape(
         lambda v, x: feat_fn.apply(v, x, **kw), variables, images

@@ -1,5 +1,6 @@
 """Shared test helpers."""
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -45,6 +46,24 @@ def train_tiny_run(workdir, *overrides: str):
 
     default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
+
+
+# NASNet's and PNASNet's thousands of depthwise taps take half of each of their traces on the CPU
+# convolution path, whose shapes are XLA's (tests/test_conv.py checks the two against each other
+# on each kind of shape, NASNet's separable ones included): traces that read only shapes take
+# XLA's convolutions there, at ~half the CPU. tests/test_nasnet.py traces nasnet_mobile's training
+# graph on the CPU path.
+_XLA_TRACED = {"nets.nasnet", "nets.pnasnet"}
+
+
+def shape_trace_fields(name: str) -> dict:
+    """Constructor fields for a trace of registry network `name` that reads only shapes."""
+    import nets_factory
+    from nets.layers import Conv
+
+    if nets_factory.networks_map[name].func.__module__ not in _XLA_TRACED:
+        return {}
+    return {"conv": functools.partial(Conv, impl="xla")}
 
 
 def training_gradients(fn, variables, images, rngs=None):

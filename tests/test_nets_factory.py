@@ -14,9 +14,8 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import efficientnet
-from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
+from tests.helpers import TIMM_FEATURE_INFO, numpy_variables, shape_trace_fields
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order (its section
@@ -65,20 +64,12 @@ FEATURES_TRACED = {
 }
 
 
-# NASNet's and PNASNet's thousands of depthwise taps take half of each of their traces on the CPU
-# convolution path, whose shapes are XLA's (tests/test_conv.py checks the two against each other
-# on each kind of shape, NASNet's separable ones included): traced with XLA's convolutions, at
-# ~half the CPU. tests/test_nasnet.py traces nasnet_mobile's training graph on the CPU path.
-XLA_CONVOLUTIONS = {"nets.nasnet", "nets.pnasnet"}
-
-
 @pytest.mark.slow  # two or three traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
     # graph, auxiliary heads included.
-    xla = nets_factory.networks_map[name].func.__module__ in XLA_CONVOLUTIONS
-    fields = {"conv": functools.partial(Conv, impl="xla")} if xla else {}
+    fields = shape_trace_fields(name)  # NASNet's: XLA's convolutions (why: there)
     fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
     images = abstract_images(fn, batch=5)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)

@@ -18,6 +18,7 @@ import nets_weights
 from nets.resnet import BottleneckResNetBlock
 from nets_weights import WeightFileError, architectures, convert
 from tests import variable_trees
+from tests.helpers import shape_trace_fields
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -185,7 +186,8 @@ def variable_shapes(network, convention):
     """`convert.leaf_shapes` of `network`'s variables at 1000 classes, built with `convention`."""
     if set(convention) <= SHAPE_NEUTRAL:
         return variable_trees.leaf_shapes(variable_trees.section(network))
-    network_fn = nets_factory.get_network_fn(network, 1000, **convention)
+    fields = {**convention, **shape_trace_fields(network)}
+    network_fn = nets_factory.get_network_fn(network, 1000, **fields)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     return convert.leaf_shapes(jax.eval_shape(network_fn.init, jax.random.key(0), images))
 

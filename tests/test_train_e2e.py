@@ -521,7 +521,7 @@ def test_ctrl_c_while_the_run_starts_stops_it_at_once_in_one_line(tmp_path):
 def test_ctrl_c_reaches_the_data_workers_too_and_the_run_stops_without_their_traces(
     tmp_path, cache
 ):
-    workers = "data.workers=2"
+    workers = "data.workers=1"  # a worker process is all it takes (each one starts JAX: ~3 CPU s)
     returncode, stderr, _ = interrupt_group(
         command(tmp_path, cache, workers), lambda: (tmp_path / "checkpoints" / "3").exists()
     )

@@ -62,7 +62,8 @@ def test_watch_follows_a_training_run_to_its_last_step(tmp_path):
     steps = ["train.steps=8", "train.checkpoint_every=2", "train.keep_checkpoints=2"]
     sets = [f"--set={s}" for s in (*TINY_RUN, *steps)]
     with subprocess.Popen(
-        [sys.executable, "train.py", f"--workdir={tmp_path}", *sets],
+        # No compilation cache (train.py's default is in the home folder): as cold as in CI.
+        [sys.executable, "train.py", f"--workdir={tmp_path}", "--compilation_cache=", *sets],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

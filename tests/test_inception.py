@@ -114,13 +114,6 @@ def test_googlenet_with_torchvision_aux_heads():
     assert params_of("googlenet", aux_logits=True) == 13_004_888
 
 
-@pytest.mark.parametrize("name", AUX_NETWORKS)
-def test_aux_logits_in_training_only(name):
-    assert "AuxLogits" in abstract_variables(name)["params"]
-    assert abstract_end_points(name, train=True)["aux_logits"].shape == (2, 1000)
-    assert "aux_logits" not in abstract_end_points(name)
-
-
 def test_aux_logits_switch_off_and_go_with_the_logits():
     # Without its variables the head cannot run, so their absence is the whole story.
     assert "AuxLogits" not in abstract_variables("inception_v3", create_aux_logits=False)["params"]

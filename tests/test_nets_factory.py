@@ -54,17 +54,66 @@ TWINS = {
     **{f"efficientnet_v2_{v}": f"efficientnetv2_{v}" for v in "sml"},
 }
 TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
+
+
+def fewest_macs(groups):
+    """Each group's network of fewest MACs: its cheapest trace."""
+    return {min(names, key=lambda n: summary.recorded_sizes()[n].macs) for names in groups}
+
+
+def structure(name):
+    """`name`'s module class and constructor fields but the numbers (widths, depths,
+    multipliers, sizes): block types, layer tables, switches. Numbers change no code path."""
+
+    def number(value):
+        if isinstance(value, tuple):
+            return all(map(number, value))
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    ctor = nets_factory.networks_map[name]
+    fields = sorted((k, repr(v)) for k, v in ctor.keywords.items() if not number(v))
+    return ctor.func, tuple(fields)
+
+
+# Evaluation (no rng, no mutable collection, no auxiliary logits) is one code path per structure:
+# traced for the structure's network of fewest MACs (45 of 101). Every network's training trace
+# has evaluation's end points and MACs, plus its auxiliary heads'.
+_BY_STRUCTURE = {}
+for _name in TRACED:
+    _BY_STRUCTURE.setdefault(structure(_name), []).append(_name)
+EVALUATION_TRACED = fewest_macs(_BY_STRUCTURE.values())
 # The feature mode (num_classes=0) is one code path per family's file (its modules share their
 # head): traced for the file's network of fewest MACs.
 _BY_FILE = {}
 for _name in TRACED:
     _BY_FILE.setdefault(nets_factory.networks_map[_name].func.__module__, []).append(_name)
-FEATURES_TRACED = {
-    min(names, key=lambda n: summary.recorded_sizes()[n].macs) for names in _BY_FILE.values()
-}
+FEATURES_TRACED = fewest_macs(_BY_FILE.values())
 
 
-@pytest.mark.slow  # two or three traces of each of ~100 networks at full size
+def auxiliary(path):
+    """Whether a module path lies in an auxiliary head (Inception's AuxLogits, NASNet's aux_N,
+    GoogLeNet's aux1 and aux2), which only training runs."""
+    return bool(path) and path[0].lower().startswith("aux")
+
+
+def traced_init(fn, images):
+    """`(variables, end points {name: shape}, MACs but the auxiliary heads')` of one abstract
+    trace of `fn.init`, the training graph."""
+    outputs = []
+
+    def network_output(next_fun, args, kwargs, context):
+        out = next_fun(*args, **kwargs)
+        if context.method_name == "__call__" and not isinstance(context.module.parent, nn.Module):
+            outputs.append({name: tuple(x.shape) for name, x in out[1].items()})
+        return out
+
+    with summary.counting_macs(exclude=auxiliary) as macs, nn.intercept_methods(network_output):
+        variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    (end_points,) = outputs
+    return variables, end_points, sum(macs)
+
+
+@pytest.mark.slow  # one or two traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
@@ -72,24 +121,37 @@ def test_shapes_and_end_points(name):
     fields = shape_trace_fields(name)  # NASNet's: XLA's convolutions (why: there)
     fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
     images = abstract_images(fn, batch=5)
-    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    variables, end_points, macs = traced_init(fn, images)
     assert "params" in variables
     assert_tree_is_the_snapshots(name, variables)
+    params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(variables["params"]))
 
-    # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits; its
-    # size, parameters and MACs are those `python -m nets_factory` lists (nets/sizes.tsv).
-    eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
-    measured = summary.profile(eval_fn, variables=variables)
-    end_points = measured.end_points
+    # An auxiliary head gives logits in training; the other end points are evaluation's.
+    aux = {point: end_points.pop(point) for point in list(end_points) if point.startswith("aux")}
+    assert set(aux.values()) <= {(5, 1000)}, aux
+    assert bool(aux) == any(auxiliary((module,)) for module in variables["params"])
     assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
     assert len(end_points) >= 6, sorted(end_points)  # and one entry per stage at least
-    assert end_points["logits"] == (1, 1000) and "aux_logits" not in end_points
+    assert end_points["logits"] == (5, 1000)
     features = end_points["pre_logits"]
     assert len(features) == 2
-    assert_pyramid_agrees(name, eval_fn.module.feature_strides(), end_points, measured.image_size)
+    size = fn.default_image_size
+    assert_pyramid_agrees(name, fn.module.feature_strides(), end_points, size)
+    # Size, parameters and MACs per image are those `python -m nets_factory` lists
+    # (nets/sizes.tsv, which it measures in evaluation).
+    assert macs % 5 == 0
     for alias in ALIASES[name]:
-        recorded = summary.recorded_sizes()[alias]
-        assert recorded == (measured.image_size, measured.params, measured.macs), alias
+        assert summary.recorded_sizes()[alias] == (size, params, macs // 5), alias
+
+    if name in EVALUATION_TRACED:
+        # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
+        # end points, parameters and MACs above.
+        eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
+        measured = summary.profile(eval_fn, variables=variables)
+        assert measured.end_points == {
+            point: (1, *shape[1:]) for point, shape in end_points.items()
+        }
+        assert (measured.image_size, measured.params, measured.macs) == (size, params, macs // 5)
 
     # num_classes=0, in training: no logits layer, no auxiliary head; the output is the pooled
     # feature vector. (The variables carry a head that this network ignores;

@@ -267,6 +267,7 @@ class NetworkFn:
         Published variables (`load_pretrained`'s) need the conventions they were trained with."""
         self._check_images(images, train=self.is_training)
         nets_weights.published.check(variables, self.module, self.name)
+        variables = nets_weights.published.without_mark(variables)
         return self.module.apply(variables, images, train=self.is_training, **kwargs)
 
     @functools.cached_property

@@ -30,8 +30,11 @@ class Network(nnx.Module):
         self.name = network_fn.name
         self.training = network_fn.is_training
         self.rngs = rngs
+        # Static (field, value) pairs, given back by `to_linen_variables` as the collection.
+        self.conventions = tuple(published.conventions_of(variables).items())
         self.linen = bridge.ToNNX(network_fn.module, rngs=None)
-        for name, value in bridge_variables.linen_vars_to_nnx_attrs(variables).items():
+        linen_vars = published.without_mark(variables)
+        for name, value in bridge_variables.linen_vars_to_nnx_attrs(linen_vars).items():
             setattr(self.linen, name, nnx.data(value))
 
     def __call__(self, images: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -66,10 +69,11 @@ def to_nnx(network_fn: Any, variables: dict[str, Any], seed: int = 0) -> Network
 
 def to_linen_variables(model: Network) -> dict[str, Any]:
     """The model's current variables as Linen's `{'params': ..., 'batch_stats': ...}`, for
-    `network_fn.apply`, checkpoints and `export.py`."""
+    `network_fn.apply`, checkpoints and `export.py` (published weights' `conventions` too)."""
     attributes = {
         name: value
         for name, value in vars(model.linen).items()
         if not name.startswith(("to_nnx__", "_pytree__"))
     }
-    return bridge_variables.nnx_attrs_to_linen_vars(attributes)
+    variables = bridge_variables.nnx_attrs_to_linen_vars(attributes)
+    return published.mark(variables, dict(model.conventions))

@@ -6,14 +6,18 @@
     python bench/photo_folder.py /tmp/photos && python bench/input_pipeline.py --deit \
         --set data.dir=/tmp/photos --set data.workers=2
 
-Prints img/s for this process's share of the batch. Compare it with `bench/train_step.py` (or the
-img/s that `train.py` shows) for the same network, batch and size: the smaller one bounds training.
+Prints img/s for this process's share of the batch, in all and per worker process (`data.workers`;
+the training process itself with none; a worker's `data.threads` decode and resize in parallel,
+where Pillow lets go of the GIL, so one worker can keep more than one CPU busy). Compare it with
+`bench/train_step.py` (or the img/s that `train.py` shows) for the same network, batch and size:
+the smaller one bounds training.
 `--deit` adds DeiT's training policy (configs/imagenet_deit_small.yaml) on an image folder at
 224 px: bicubic random-resized crops, flips and RandAugment 'rand-m9-mstd0.5-inc1' on the host,
 which this times; its erasing and mixup/cutmix run in the train step on the device
 (`bench/train_step.py --augment`). `bench/timm_input_pipeline.py` times timm's own loader.
 `--per-image N` gives the CPU time of one image's decoding and augmentation instead, in this
-thread alone: the figure that contention on a shared machine disturbs least.
+thread alone, the median of `--rounds` passes over the same N records: the figure that contention
+on a shared machine disturbs least.
 """
 
 import argparse
@@ -49,19 +53,13 @@ def main() -> None:
     parser.add_argument(
         "--per-image", type=int, default=0, help="N: CPU ms per image of N, in this thread only"
     )
+    parser.add_argument("--rounds", type=int, default=5, help="--per-image's passes")
     args = parser.parse_args()
 
     cfg, dataset, _ = loop.resolve(config.load(args.config, (DEIT if args.deit else []) + args.set))
     d = cfg.data
     if args.per_image:
-        transform = data.train_transform(dataset, d, d.image_size)
-        rng = np.random.default_rng(cfg.train.seed)
-        records = [dataset.train[i % len(dataset.train)] for i in range(args.per_image)]
-        start = time.process_time()
-        for record in records:
-            transform(record, rng)
-        ms = (time.process_time() - start) / args.per_image * 1e3
-        print(f"{d.name} at {d.image_size} px, policy {d.auto_augment}: {ms:.2f} CPU ms an image")
+        print_per_image(dataset, d, cfg.train.seed, args.per_image, args.rounds)
         return
     batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     batches = data.train_iterator(dataset, d, d.image_size, batch, cfg.train.seed)
@@ -72,14 +70,35 @@ def main() -> None:
         start = time.perf_counter()
         images = next(batches)["image"]
         times.append(time.perf_counter() - start)
-    total = sum(times)
+    rate = args.batches * batch / sum(times)
     print(
         f"{d.name} batch {batch} of {images.shape[1:]} {images.dtype}, {d.workers} workers, "
-        f"{d.threads} threads: {args.batches * batch / total:8.1f} img/s "
+        f"{d.threads} threads: {rate:8.1f} img/s, {rate / max(d.workers, 1):.1f} per worker "
         f"(median batch {statistics.median(times) * 1e3:.1f} ms)"
     )
     if hasattr(batches, "close"):
         batches.close()
+
+
+def print_per_image(dataset, d: config.DataConfig, seed: int, count: int, rounds: int) -> None:
+    """Prints the CPU ms an image of the training transform: the median of `rounds` passes over
+    the same `count` records, after one that brings the files into the page cache."""
+    transform = data.train_transform(dataset, d, d.image_size)
+    records = [dataset.train[i % len(dataset.train)] for i in range(count)]
+
+    def cpu_ms() -> float:
+        rng = np.random.default_rng(seed)  # the same crops and flips every pass
+        start = time.process_time()
+        for record in records:
+            transform(record, rng)
+        return (time.process_time() - start) / count * 1e3
+
+    cpu_ms()
+    ms = statistics.median(cpu_ms() for _ in range(rounds))
+    print(
+        f"{d.name} at {d.image_size} px, policy {d.auto_augment}: {ms:.2f} CPU ms an image "
+        f"({count} images, median of {rounds} passes)"
+    )
 
 
 if __name__ == "__main__":

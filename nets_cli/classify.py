@@ -6,15 +6,17 @@ probabilities, using the weights' own preprocessing (resize, centre crop, mean/s
     nets-classify --model=resnet50 --weights=~/weights/resnet50.a1_in1k photo.jpg
     nets-classify --model=resnet18 --weights=resnet18-f37072fd.pth --top=3 *.jpg
 
-Weights are a Hugging Face / timm folder or its `model.safetensors`, a torchvision `.pth` (needs
-torch), a Keras `.h5`, or a name or URL that is downloaded once into its standard cache (a timm
-name like `resnet50.a1_in1k`, `hf-hub:timm/resnet50.a1_in1k`, a torchvision URL). Errors are
-one line on stderr.
+Weights are a Hugging Face / timm folder or its `model.safetensors`, a torchvision `.pth` (read
+without torch), a Keras `.h5` (needs h5py: `pip install 'jax-nets-factory[keras]'`), or a name
+or URL that is downloaded once into its standard cache (a timm name like `resnet50.a1_in1k`,
+`hf-hub:timm/resnet50.a1_in1k`: needs huggingface_hub, `pip install 'jax-nets-factory[hub]'`; a
+torchvision URL). Errors are one line on stderr; a file that cannot be read is named, after the
+results of the others, and the exit status is 1.
 """
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from nets_cli import common
 
@@ -25,28 +27,39 @@ _WEIGHTS = flags.DEFINE_string(
     "weights", None, "Published weights: a file, a Hub folder, a Hub name or a URL."
 )
 _TOP = flags.DEFINE_integer("top", 5, "How many classes to print per image.")
-flags.mark_flags_as_required(["weights"])
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 2:
-        raise app.UsageError("give one or more image files")
     common.quiet_unless_asked()
-    import nets_factory
-    from nets_weights import predict
+    from nets_training.errors import UserError
 
+    paths = argv[1:]
     try:
+        common.require(
+            _WEIGHTS,
+            "published weights (a file, a Hub folder, a Hub name or a URL), e.g. "
+            "--weights=resnet50.a1_in1k",
+        )
+        if not paths:
+            raise UserError("give one or more image files, e.g. photo.jpg or *.jpg")
+        import nets_factory
+        from nets_weights import predict
+
         network_fn, variables = nets_factory.load_pretrained(_MODEL.value, _WEIGHTS.value)
-        images = predict.read_images(argv[1:], network_fn.pretrained)
-    except ValueError as e:
-        print(f"{common.program()}: {e}", file=sys.stderr)
-        sys.exit(2)
-    for path, best in zip(
-        argv[1:], predict.top_k(network_fn, variables, images, _TOP.value), strict=True
-    ):
+        results = predict.classify_files(network_fn, variables, paths, _TOP.value)
+    except (UserError, ValueError) as e:
+        common.fail(str(e), 2)
+    unread = []
+    for path, result in zip(paths, results, strict=True):
+        if isinstance(result, ValueError):  # the image's one line, which names it
+            unread.append(str(result))
+            continue
         print(path)
-        for name, probability in best:
+        for name, probability in result:
             print(f"  {100 * probability:6.2f}%  {name}")
+    for message in unread:
+        print(f"{common.program()}: {message}", file=sys.stderr)
+    sys.exit(1 if unread else 0)
 
 
 def run() -> None:

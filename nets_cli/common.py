@@ -3,13 +3,13 @@ refuses."""
 
 import logging as python_logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from absl import app, flags, logging
 
-from nets_training import preemption
+from nets_training import config, preemption, sources
 from nets_training.errors import UserError
 
 
@@ -56,10 +56,60 @@ def quiet_unless_asked() -> None:
         python_logging.getLogger("jax").setLevel(python_logging.WARNING)
 
 
+def require(flag: flags.FlagHolder, what: str) -> None:
+    """Refuses a missing flag that the program cannot run without, in one line that says `what`
+    it takes (absl's `mark_flag_as_required` says `FATAL Flags parsing error` instead)."""
+    if flag.value is None:
+        raise UserError(f"--{flag.name} is required: {what}")
+
+
+def check_overrides(
+    overrides: Sequence[str],
+    data_name: str,
+    reads: Mapping[str, Sequence[str]] | None = None,
+    what: str = "",
+) -> None:
+    """Refuses a `--set` key that would change nothing: one that the program does not read
+    (`reads`: the keys it reads, per section, doing `what`; None: every key), or a data key that
+    `data_name`'s source ignores (`sources.READ_BY`: digits read no data.dir)."""
+    for key in set_keys(overrides):
+        section, _, name = key.partition(".")
+        if reads is not None and name.split(".")[0] not in reads.get(section, ()):
+            keys = "; ".join(f"{s}: {', '.join(names)}" for s, names in reads.items())
+            raise UserError(f"--set {key} would change nothing: {what} reads only {keys}")
+        readers = sources.READ_BY.get(name, ()) if section == "data" else ()
+        if readers and data_name not in readers:
+            raise UserError(
+                f"--set {key} would change nothing: data.name={data_name} does not read it "
+                f"(only {', '.join(readers)} do)"
+            )
+
+
+def set_keys(overrides: Sequence[str]) -> list[str]:
+    """The key paths that `key.path=value` overrides set: a mapping value sets each of its keys
+    (`--set 'data={name: cifar10, dir: D}'` sets data.name and data.dir)."""
+
+    def leaves(key: str, value: Any) -> list[str]:
+        if isinstance(value, dict) and value:
+            return [k for name, v in value.items() for k in leaves(f"{key}.{name}", v)]
+        return [key]
+
+    keys = []
+    for override in overrides:
+        key, _, text = override.partition("=")
+        keys += leaves(key.strip(), config.parse_yaml(text, f"--set {key}"))
+    return keys
+
+
 def check_source(workdir: str | None, weights: str | None, model: str | None) -> None:
     """eval's and export's network: a training run (`--workdir`) or published weights
     (`--weights`, a file, folder, Hub name or URL), one of the two."""
-    if bool(workdir) == bool(weights):
+    if not workdir and not weights:
+        raise UserError(
+            "give --workdir (a training run's folder) or --weights (published weights: a file, "
+            "folder, Hub name or URL)"
+        )
+    if workdir and weights:
         raise UserError("give --workdir (a training run) or --weights, not both")
     if workdir and model:
         raise UserError(

@@ -18,6 +18,7 @@ from pathlib import Path
 from absl import flags
 
 from nets_cli import common
+from nets_training import workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
@@ -28,7 +29,8 @@ _GIVE_UP = flags.DEFINE_float(
     "give_up_seconds",
     900.0,
     "With --watch: stop after this long without a new checkpoint while no run holds the workdir "
-    "(the run died or was stopped); a live run is waited for.",
+    "(the run died or was stopped), after at most the time a run takes to start "
+    f"({workdir.START_SECONDS:g} s) while it has no checkpoint; a live run is waited for.",
 )
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
@@ -44,7 +46,7 @@ _SET = flags.DEFINE_multi_string(
 
 def main(argv: list[str]) -> None:
     common.start(argv)
-    from nets_inference import evaluate
+    from nets_inference import evaluate, load
     from nets_training import config
     from nets_training.errors import UserError
 
@@ -55,6 +57,9 @@ def main(argv: list[str]) -> None:
             if not _CONFIG.value:
                 raise UserError("--weights needs --config (the data to evaluate on)")
             cfg = config.load(Path(_CONFIG.value), _SET.value)
+            common.check_overrides(
+                _SET.value, cfg.data.name, evaluate.WEIGHTS_KEYS, "evaluating published weights"
+            )
             records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]
             append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
@@ -65,13 +70,16 @@ def main(argv: list[str]) -> None:
                 )
             if _WATCH.value:
                 evaluate.wait_for_start(Path(_WORKDIR.value), _POLL.value, _GIVE_UP.value)
+            data_name = load.run_config(Path(_WORKDIR.value).expanduser(), _SET.value).data.name
+            common.check_overrides(_SET.value, data_name, evaluate.RUN_KEYS, "evaluating a run")
             evaluator = evaluate.build(_WORKDIR.value, _SET.value)
             append = evaluator.append
             if _WATCH.value:
                 print(
                     f"watching {evaluator.workdir / 'checkpoints'} until step "
                     f"{evaluator.last_step}, every {_POLL.value:g} s; giving up after "
-                    f"{_GIVE_UP.value:g} s without a new checkpoint while no run holds the workdir",
+                    f"{_GIVE_UP.value:g} s without a new checkpoint while no run holds the "
+                    f"workdir ({min(_GIVE_UP.value, workdir.START_SECONDS):g} s while it has none)",
                     file=sys.stderr,
                     flush=True,
                 )

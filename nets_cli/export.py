@@ -34,16 +34,17 @@ _OUT = flags.DEFINE_string("out", None, "The artifact to write (and OUT.json bes
 _INPUT = flags.DEFINE_enum("input_dtype", "uint8", ["uint8", "float32"], "[0, 255] or [0, 1].")
 _PROBABILITIES = flags.DEFINE_bool("probabilities", False, "Also return the softmax.")
 _PLATFORMS = flags.DEFINE_list("platforms", ["cpu"], "Where it may run: cpu, cuda, rocm, tpu.")
-flags.mark_flag_as_required("out")
 
 
 def main(argv: list[str]) -> None:
     common.start(argv)
-    from nets_inference import export, load
     from nets_training.errors import UserError
 
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
+        common.require(_OUT, "the artifact to write, e.g. --out=r50.jaxexport")
+        from nets_inference import export, load  # after the flags are checked: imports JAX
+
         options = export.Options(_INPUT.value, _PROBABILITIES.value, tuple(_PLATFORMS.value))
         if _WEIGHTS.value:
             network = load.from_weights(_MODEL.value, _WEIGHTS.value)

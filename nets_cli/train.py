@@ -73,6 +73,7 @@ def main(argv: list[str]) -> None:
         overrides = ([f"model.name={_MODEL.value}"] if _MODEL.value else []) + _SET.value
         # Before importing JAX, so that config errors come back at once.
         cfg = config.load(_CONFIG.value or config.DEFAULT, overrides)
+        common.check_overrides(_SET.value, cfg.data.name)
         start_jax()
         from nets_training import loop
 

@@ -21,12 +21,30 @@ import jax
 from nets_inference import load
 from nets_training import checkpoint, config, data, loop, sharding, sources, steps
 from nets_training.config import FinetuneConfig
-from nets_training.errors import UserError
-from nets_training.workdir import is_held
+from nets_training.errors import ClassCountError, UserError
+from nets_training.workdir import START_SECONDS, is_held
 from nets_weights import predict
 from nets_weights.architectures import imagenet_synsets
 
 RECORDS = "eval.jsonl"
+# What evaluation reads of a config, and so what `--set` may change: of a run's (`build`,
+# `Evaluator`), the network, the eval data and the run's length (the last step `watch` waits
+# for); of published weights' (`evaluate_weights`), the data alone (the weights name the network
+# and its preprocessing).
+RUN_KEYS = {
+    "model": ("name", "num_classes", "dtype", "kwargs"),
+    "data": (
+        *("name", "dir", "tfds_name", "synthetic_examples", "image_size", "mean", "std"),
+        *("batch_size", "eval_batch_size", "workers", "threads", "skip_unreadable"),
+    ),
+    "train": ("steps", "epochs"),
+}
+WEIGHTS_KEYS = {
+    "data": (
+        *("name", "dir", "tfds_name", "batch_size", "eval_batch_size", "workers", "threads"),
+        "skip_unreadable",
+    )
+}
 
 
 class Weights(NamedTuple):
@@ -82,7 +100,16 @@ def build(workdir: str | Path, overrides: Sequence[str] = ()) -> Evaluator:
     # The checkpoints hold the weights, and config.yaml the conventions of any weights the run
     # was fine-tuned from: the file it started from is not needed (nor read) again.
     cfg = dataclasses.replace(load.run_config(workdir, overrides), finetune=FinetuneConfig())
-    cfg, dataset, networks = loop.resolve(cfg)
+    try:
+        cfg, dataset, networks = loop.resolve(cfg)
+    except ClassCountError as e:  # its advice, model.num_classes, is for a new network
+        trained, data_classes = cfg.model.num_classes, e.data_classes
+        raise UserError(
+            f"--workdir {workdir}: its network was trained for {trained} classes, and "
+            f"{cfg.data.name}'s data has {data_classes} (labels 0..{data_classes - 1}): a trained "
+            f"network's class count cannot change: give data of the run's {trained} classes (or "
+            f"train a network for {data_classes})"
+        ) from None
     d, t = cfg.data, cfg.train
     mesh = sharding.make_mesh()
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
@@ -110,12 +137,17 @@ def watch(
     evaluated. Checkpoints that appeared and were replaced while it evaluated are skipped, as
     Slim's continuous evaluation skips them; one deleted before it could be read (the run keeps
     only the last few) is skipped too. Gives up (`UserError`) after `give_up_seconds` with no new
-    checkpoint while no run holds the workdir: the run died or was stopped before its end."""
+    checkpoint while no run holds the workdir: the run died or was stopped before its end; after
+    `START_SECONDS` at most while the run has no checkpoint at all (it stopped before its
+    first)."""
     done, waiting_since = -1, time.monotonic()
     while done < evaluator.last_step:
         newer = [s for s in evaluator.checkpoint_steps() if s > done]
         if not newer:
-            if time.monotonic() - waiting_since > give_up_seconds:
+            waited, first = time.monotonic() - waiting_since, min(give_up_seconds, START_SECONDS)
+            if done < 0 and waited > first and not is_held(evaluator.workdir):
+                raise UserError(_never_saved(evaluator, first))
+            if waited > give_up_seconds:
                 if not is_held(evaluator.workdir):
                     raise UserError(_given_up(evaluator, done, give_up_seconds))
                 waiting_since = time.monotonic()  # a live run: it may be slow, not dead
@@ -143,12 +175,19 @@ def wait_for_start(workdir: Path, poll_seconds: float, give_up_seconds: float) -
         time.sleep(poll_seconds)
 
 
+def _never_saved(evaluator: Evaluator, seconds: float) -> str:
+    return (
+        f"--watch: no checkpoint in {evaluator.workdir} after {seconds:g} s and no run holds it: "
+        "the run stopped before its first checkpoint (its own output says why); start it again "
+        f"with train.py --workdir={evaluator.workdir}, and watch again"
+    )
+
+
 def _given_up(evaluator: Evaluator, done: int, seconds: float) -> str:
-    evaluated = f"step {done}" if done >= 0 else "no checkpoint"
     return (
         f"--watch: no new checkpoint in {evaluator.workdir} for {seconds:g} s and no run holds "
-        f"it: the run stopped before its last step {evaluator.last_step} (evaluated: "
-        f"{evaluated}); resume it with train.py --workdir={evaluator.workdir}, and watch again"
+        f"it: the run stopped before its last step {evaluator.last_step} (evaluated: step "
+        f"{done}); resume it with train.py --workdir={evaluator.workdir}, and watch again"
     )
 
 

@@ -19,7 +19,9 @@ import itertools
 import logging as std_logging
 import os
 import re
+import shutil
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -203,6 +205,25 @@ class Checkpointer:
                 self._finish_writing()
         finally:
             self._manager.close()
+            self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Removes what failed writes left: their temporary folders (the workdir's lock makes
+        this run the only writer), which a full disk would otherwise keep. After a failure orbax
+        does not wait for the write's other items, whose threads may still be writing there: the
+        removal is tried again for up to `LEFTOVER_SECONDS`."""
+        if jax.process_index() != 0:
+            return
+        deadline = time.monotonic() + LEFTOVER_SECONDS
+        while leftovers := list(self.directory.glob("*.orbax-checkpoint-tmp*")):
+            for leftover in leftovers:
+                shutil.rmtree(leftover, ignore_errors=True)
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
+LEFTOVER_SECONDS = 10.0
 
 
 def newest_complete_step(directory: Path) -> int | None:

@@ -60,6 +60,8 @@ class DataConfig:
     # The source: embedded UCI digits, random images, a CIFAR archive, an image folder, or TFDS.
     name: Literal["digits", "synthetic", "cifar10", "cifar100", "imagefolder", "tfds"] = "digits"
     dir: str | None = None  # cifar: the archive or its folder; imagefolder: DIR/{train,val}/<class>
+    # cifar: where the data is missing, download its archive into data.dir or (unset) the cache
+    download: bool = False
     tfds_name: str | None = None  # name=tfds only, e.g. 'imagenet2012'
     # None: in-memory datasets (digits, CIFAR) their own size, raised to the network's minimum
     # (the device resizes them); image files (imagefolder, tfds) the network's default_image_size.
@@ -74,8 +76,12 @@ class DataConfig:
     flip: bool | None = None  # random horizontal flip; None: the source's default
     mean: tuple[float, ...] | None = None  # per channel, in [0, 1] units; None: the source's
     std: tuple[float, ...] | None = None  # per channel, in [0, 1] units; None: the source's
-    workers: int = 0  # grain worker processes; 0 decodes in threads of the training process
-    threads: int = 2  # grain reading threads per process
+    # grain worker processes; 0 decodes in threads of the training process. None: from the CPUs
+    # the process may use (`data.with_parallelism`): image files one per CPU but two, else 0.
+    workers: int | None = None
+    # grain reading threads per process (each worker's, with workers); None: 2, or with image
+    # files and no workers, one per CPU (up to 16).
+    threads: int | None = None
     synthetic_examples: int = 10_000  # name=synthetic: the length of an epoch
     # An image file that cannot be decoded is logged and skipped (its place in the batch taken by
     # another image of that batch; in evaluation, left out) instead of stopping the run.
@@ -119,8 +125,8 @@ class DataConfig:
             self.crop_padding is None or self.crop_padding >= 0, "crop_padding", "must be >= 0"
         )
         _require(0 < self.min_crop_area <= 1, "min_crop_area", "must be in (0, 1]")
-        _require(self.workers >= 0, "workers", "must be >= 0")
-        _require(self.threads >= 1, "threads", "must be >= 1")
+        _require(self.workers is None or self.workers >= 0, "workers", "must be >= 0")
+        _require(self.threads is None or self.threads >= 1, "threads", "must be >= 1")
         _require(self.synthetic_examples >= 1, "synthetic_examples", "must be >= 1")
         _require(self.repeated_augmentation >= 1, "repeated_augmentation", "must be >= 1")
         _require((self.mean is None) == (self.std is None), "mean", "give mean and std, or neither")

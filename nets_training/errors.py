@@ -14,3 +14,12 @@ class PeerLost(UserError):
     fail in this one, which cannot go on alone. Every process must be started again to resume."""
 
     exit_code = 1
+
+
+class ClassCountError(UserError):
+    """The data has more classes, `data_classes`, than the network has logits: a new network can
+    take the data's count, a trained one cannot (evaluation says so)."""
+
+    def __init__(self, message: str, data_classes: int):
+        super().__init__(message)
+        self.data_classes = data_classes

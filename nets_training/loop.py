@@ -50,7 +50,7 @@ from nets_training.config import (
     parse_yaml,
     to_dict,
 )
-from nets_training.errors import PeerLost, UserError
+from nets_training.errors import ClassCountError, PeerLost, UserError
 from nets_training.metrics import Console, MetricsLog, Throughput, Window
 from nets_training.workdir import hold_workdir
 
@@ -129,9 +129,10 @@ def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) 
     if num_classes is None or num_classes == dataset.num_classes:
         return
     if num_classes < dataset.num_classes:
-        raise UserError(
+        raise ClassCountError(
             f"model.num_classes={num_classes}: {name} has {dataset.num_classes} classes (labels "
-            f"0..{dataset.num_classes - 1}); set it to {dataset.num_classes} or leave it unset"
+            f"0..{dataset.num_classes - 1}); set it to {dataset.num_classes} or leave it unset",
+            dataset.num_classes,
         )
     logging.warning(
         "model.num_classes=%d but %s has %d classes: logits %d..%d are never a target",
@@ -143,23 +144,26 @@ def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) 
     )
 
 
-def check_warmup(o: OptimConfig, steps_per_epoch: float, total_steps: int) -> None:
-    """Warns when warmup, counted in epochs, takes half the run or more: a short run (one epoch
-    of an image folder under a 1-epoch warmup) would end near the peak learning rate, its
-    schedule hardly begun."""
-    warmup = min(round(o.warmup_epochs * steps_per_epoch), total_steps - 1)
+def fit_warmup(
+    o: OptimConfig, steps_per_epoch: float, total_steps: int
+) -> tuple[OptimConfig, str | None]:
+    """`o` with a warmup that leaves its schedule room to decay, and the note that says so when
+    it had to be shortened.
+
+    A warmup counted in epochs can fill a short run: one epoch of an image folder under a
+    1-epoch warmup, or a recipe's 5 epochs on a test run, would end at the peak learning rate,
+    its schedule never begun. A warmup of half the run or more becomes a tenth of it.
+    """
+    warmup = round(o.warmup_epochs * steps_per_epoch)
     if o.schedule == "constant" or 2 * warmup < total_steps:
-        return
-    logging.warning(
-        "optim.warmup_epochs=%g is %d of this run's %d steps: the learning rate would hardly "
-        "leave its warmup (the %s schedule starts after it); set optim.warmup_epochs to a small "
-        "part of the run's %.3g epochs, e.g. %.2g",
-        o.warmup_epochs,
-        warmup,
-        total_steps,
-        o.schedule,
-        total_steps / steps_per_epoch,
-        0.1 * total_steps / steps_per_epoch,
+        return o, None
+    epochs = total_steps / steps_per_epoch
+    fitted = dataclasses.replace(o, warmup_epochs=float(f"{0.1 * epochs:.3g}"))
+    return fitted, (
+        f"optim.warmup_epochs={o.warmup_epochs:g} would take {min(warmup, total_steps)} of this "
+        f"run's {total_steps} steps and leave the {o.schedule} schedule no room: warming up for "
+        f"{fitted.warmup_epochs:g} epochs instead, a tenth of the run (set optim.warmup_epochs "
+        f"below {epochs / 2:.3g} to choose, or optim.schedule=constant to end at the peak)"
     )
 
 
@@ -213,9 +217,9 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
     config says exactly what ran; loads the dataset and builds the networks (for `build`)."""
     config = with_weight_conventions(config)
     dataset, networks = load_data_and_networks(config.model, config.data)
-    d = config.data
+    d = data.with_parallelism(config.data, dataset.fixed_size is not None)
     check_normalisation(d, dataset.channels)
-    data = dataclasses.replace(
+    resolved_data = dataclasses.replace(
         d,
         image_size=image_sizes.image_size(d.image_size, dataset, networks.train),
         eval_batch_size=d.eval_batch_size or d.batch_size,
@@ -224,7 +228,8 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
     num_classes = config.model.num_classes or dataset.num_classes
     model = dataclasses.replace(config.model, num_classes=num_classes)
     train = dataclasses.replace(config.train, epochs=config.train.epochs or dataset.epochs)
-    return dataclasses.replace(config, model=model, data=data, train=train), dataset, networks
+    config = dataclasses.replace(config, model=model, data=resolved_data, train=train)
+    return config, dataset, networks
 
 
 def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list[str]:
@@ -241,6 +246,22 @@ def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list
     return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))
 
 
+@contextlib.contextmanager
+def random_bits_as_kernels() -> Iterator[None]:
+    """On a GPU, each random draw of the block compiled as one CUDA kernel rather than XLA's
+    threefry rounds unrolled into the program (`jax_threefry_gpu_kernel_lowering`): the same
+    bits, less to compile. Initialising ResNet-50 draws 161 random tensors, whose compilation
+    costs more than the train step's on a CPU (13.7 s against 9.3; a CPU compiles them as
+    before); on a GPU the gain is not measured yet. The train step keeps XLA's fused form, in
+    which dropout's bits never reach memory."""
+    before = jax.config.jax_threefry_gpu_kernel_lowering
+    jax.config.update("jax_threefry_gpu_kernel_lowering", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_threefry_gpu_kernel_lowering", before)
+
+
 def initial_state(
     config: Config, train_fn, tx, channels: int, mesh
 ) -> tuple[steps.TrainState, list[str]]:
@@ -250,7 +271,8 @@ def initial_state(
     size = config.data.image_size
     images = jnp.zeros((1, size, size, channels), jnp.float32)
     replicated = sharding.replicated(mesh)
-    variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
+    with random_bits_as_kernels():
+        variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
     variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
     fresh = []
     init_from, exclude = config.finetune.init_from, config.finetune.exclude
@@ -312,7 +334,8 @@ class Run:
     lr: optax.Schedule  # of the train step (with accumulation, the optimizer step's)
     train_step: Callable[[steps.TrainState, dict], tuple[steps.TrainState, steps.Metrics]]
     eval_step: Callable
-    batches: grain.DatasetIterator
+    init_seconds: float  # how long the state took to initialise (or restore)
+    batches: grain.DatasetIterator  # global batches, on the devices
     eval_batches: Callable[[], Iterator[dict]]
     checkpoints: checkpoint.Checkpointer
     state: steps.TrainState
@@ -320,6 +343,7 @@ class Run:
     start_step: int
     note: str  # how it started: resumed, or fine-tuned from where
     notices: list[str]  # lines to print at the start: checkpoints skipped, config changes
+    said_input_bound: bool = False  # the input-bound line is said once a run
 
     def describe(self) -> str:
         c, d = self.config, self.config.data
@@ -356,6 +380,8 @@ def build(config: Config, workdir: Path) -> Run:
     steps_per_epoch = len(dataset.train) / d.batch_size  # train steps: (micro-)batches
     total = train_steps(t, o.accumulate_steps, steps_per_epoch)
     check_batch_norm_decay(networks.train, total)
+    o, warmup_note = fit_warmup(o, steps_per_epoch, total)
+    config = dataclasses.replace(config, optim=o)  # config.yaml says the warmup that ran
     k = o.accumulate_steps  # the schedule counts optimizer steps, of k train steps each
     lr = optim.schedule(o, d.batch_size * k, total // k, steps_per_epoch / k)
     tx = optim.optimizer(o, lr, config.finetune.trainable, networks.train.module)
@@ -368,12 +394,16 @@ def build(config: Config, workdir: Path) -> Run:
         networks.train, tx, prepare, augment, steps.make_loss(o), o.ema_decay, total
     )
     eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
+    train_step = jax.jit(train_step, donate_argnums=0, out_shardings=replicated)
+    eval_step = jax.jit(eval_step, out_shardings=replicated)
     where = (jax.process_index(), jax.process_count())
 
     checkpoints = checkpoint.Checkpointer(workdir / "checkpoints", t.keep_checkpoints)
-    restored, notices = None, []
+    started = time.perf_counter()
+    restored, notices = None, [warmup_note] if warmup_note else []
     if checkpoints.latest_step() is not None:
-        restored, notices = resume(config, dataset, networks.train, tx, mesh, checkpoints)
+        restored, skipped = resume(config, dataset, networks.train, tx, mesh, checkpoints)
+        notices += skipped
     if restored is None:
         state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
         init_from = config.finetune.init_from
@@ -381,8 +411,12 @@ def build(config: Config, workdir: Path) -> Run:
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
     else:
         state, note = restored.state, f"; resumed at step {restored.step}"
+    jax.block_until_ready(state)
+    init_seconds = time.perf_counter() - started
     start_step = restored.step if restored else 0
-    batches = data.train_iterator(dataset, d, d.image_size, local_batch, t.seed, *where, start_step)
+    batches = data.train_dataset(dataset, d, d.image_size, local_batch, t.seed, *where, start_step)
+    batches = iter(data.on_device(batches, functools.partial(sharding.shard_batch, mesh=mesh)))
+    batches.start_prefetch()  # the first batches are made while the train step compiles
     return Run(
         config=config,
         dataset=dataset,
@@ -390,8 +424,9 @@ def build(config: Config, workdir: Path) -> Run:
         total_steps=total,
         steps_per_epoch=steps_per_epoch,
         lr=lambda step: lr(step // k),
-        train_step=jax.jit(train_step, donate_argnums=0, out_shardings=replicated),
-        eval_step=jax.jit(eval_step, out_shardings=replicated),
+        train_step=train_step,
+        eval_step=eval_step,
+        init_seconds=init_seconds,
         batches=batches,
         eval_batches=functools.partial(
             data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
@@ -460,20 +495,22 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     for line in run.notices:
         console.print(line)
     throughput = Throughput(run.config.data.batch_size)
-    if run.start_step == 0:  # a run that can start training: said once, not at each resume
-        check_warmup(run.config.optim, run.steps_per_epoch, run.total_steps)
     try:
         evaluate_missed(run, log, console)
         stopping_now = (functools.partial(data.close, run.batches), console.close)
         with preemption.on_abrupt_exit(*stopping_now), contextlib.ExitStack() as signals:
             for step in range(run.start_step + 1, run.total_steps + 1):
-                batch = sharding.shard_batch(next(run.batches), run.mesh)
+                batch = throughput.wait_for(run.batches)
+                if step == run.start_step + 1:
+                    compiled_in = compile_train_step(run, batch, console)
                 run.state, metrics = run.train_step(run.state, batch)
                 run.window.add(metrics)
                 throughput.step()
                 console.advance()
                 if step == run.start_step + 1:  # leave compilation out of img/s
                     jax.block_until_ready(run.state.step)
+                    since_start = time.perf_counter() - started
+                    console.print(first_step_line(run.init_seconds, compiled_in, since_start))
                     throughput.restart()
                     # SIGTERM and Ctrl-C ask for a save from here on. During the first step's
                     # compile (minutes for a large network on a cold cache) they stop the run
@@ -496,6 +533,25 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     )
     console.print(str(summary))
     return summary
+
+
+def compile_train_step(run: Run, batch: dict, console: Console) -> float:
+    """Compiles the train step for the run's state and batches, saying so (on a cold cache, the
+    longest silence of a run's start: a minute for ResNet-50 on a GPU); its seconds. The step's
+    first call then finds the executable in JAX's cache."""
+    console.print("compiling the train step ...")
+    start = time.perf_counter()
+    run.train_step.lower(run.state, batch).compile()
+    return time.perf_counter() - start
+
+
+def first_step_line(init_seconds: float, compile_seconds: float, since_start: float) -> str:
+    """What the start cost, said once: the state's initialisation or restore (compilation
+    included), the train step's compilation, and the first step's end."""
+    return (
+        f"state ready in {init_seconds:.1f} s, train step compiled in {compile_seconds:.1f} s; "
+        f"first step done {since_start:.1f} s after start"
+    )
 
 
 def lost_peer(why: str, checkpoints: checkpoint.Checkpointer) -> PeerLost:
@@ -625,8 +681,12 @@ def log_train(
 ) -> None:
     """A training record: the window's mean loss and top-1, the learning rate, img/s, epoch."""
     means = run.window.mean()
-    lr, rate = float(run.lr(step - 1)), throughput.measure()
-    speed = {} if rate is None else {"train/img_per_sec": rate}  # None: no step timed yet
+    lr, (rate, waiting) = float(run.lr(step - 1)), throughput.measure()
+    # None: no step timed yet
+    speed = {} if rate is None else {"train/img_per_sec": rate, "train/data_wait": waiting}
+    if rate is not None and waiting > INPUT_BOUND and not run.said_input_bound:
+        console.print(input_bound_line(waiting, run.config.data))
+        run.said_input_bound = True
     log.write(
         step,
         {
@@ -637,7 +697,20 @@ def log_train(
             "epoch": step / run.steps_per_epoch,
         },
     )
-    console.show(means["loss"], lr, rate)
+    console.show(means["loss"], lr, rate, waiting)
+
+
+INPUT_BOUND = 0.1  # the part of the training time spent waiting for data that is worth a word
+
+
+def input_bound_line(waiting: float, d: DataConfig) -> str:
+    """The one line for a run that waits for its data: how much, and what would feed it."""
+    workers = f"{d.workers} worker processes" if d.workers else "no worker processes"
+    return (
+        f"input-bound: the steps waited for data {100 * waiting:.0f}% of the time "
+        f"({workers}, {d.threads} threads each, {data.available_cpus()} CPUs): data.workers "
+        "adds processes that decode (train/data_wait in the records follows it)"
+    )
 
 
 def log_eval(run: Run, step: int, log: MetricsLog, console: Console) -> None:

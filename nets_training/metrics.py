@@ -177,7 +177,8 @@ class Window:
 
 
 class Throughput:
-    """Images per second over the training steps only (not compilation, evaluation or saving)."""
+    """Images per second over the training steps only (not compilation, evaluation or saving),
+    and the part of that time the loop waited for the input pipeline."""
 
     def __init__(self, batch_size: int):
         self.batch_size = batch_size
@@ -186,20 +187,30 @@ class Throughput:
 
     def restart(self) -> None:
         """Call after anything that is not training, once the devices are idle."""
-        self._start, self._steps = time.perf_counter(), 0
+        self._start, self._steps, self._waited = time.perf_counter(), 0, 0.0
+
+    def wait_for(self, batches: Iterator[Any]) -> Any:
+        """The next batch, timing the wait: with batches made ahead (`data.on_device`), the loop
+        waits only when the pipeline is slower than the devices."""
+        start = time.perf_counter()
+        batch = next(batches)
+        self._waited += time.perf_counter() - start
+        return batch
 
     def step(self) -> None:
         self._steps += 1
 
-    def measure(self) -> float | None:
-        """img/s since the last restart (call once the devices have finished those steps); None
-        when no step ran since (the first step of a run is compilation, not timed)."""
+    def measure(self) -> tuple[float | None, float]:
+        """img/s since the last restart (call once the devices have finished those steps), None
+        when no step ran since (the first step of a run is compilation, not timed); and the
+        part of that time spent waiting for batches."""
         seconds = time.perf_counter() - self._start
         self.total_steps += self._steps
         self.total_seconds += seconds
         rate = self._steps * self.batch_size / seconds if self._steps else None
+        waiting = min(1.0, self._waited / seconds) if seconds > 0 else 0.0
         self.restart()
-        return rate
+        return rate, waiting
 
     def mean(self) -> float | None:
         """img/s over every timed step; None when none was."""
@@ -225,9 +236,12 @@ class Console:
     def advance(self, steps: int = 1) -> None:
         self._bar.update(steps)
 
-    def show(self, loss: float, lr: float, images_per_second: float | None) -> None:
+    def show(
+        self, loss: float, lr: float, images_per_second: float | None, data_wait: float
+    ) -> None:
         rate = "n/a" if images_per_second is None else f"{images_per_second:.3g}"
-        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=rate)
+        wait = {"data_wait": f"{100 * data_wait:.0f}%"} if data_wait >= 0.01 else {}
+        self._bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=rate, **wait)
 
     def print(self, line: str) -> None:
         if self.enabled:

@@ -18,6 +18,9 @@ from pathlib import Path
 from nets_training.errors import UserError
 
 LOCK_FILE = "train.lock"
+# How long a run that is starting may take to hold its workdir (train.py reads its config and
+# imports JAX first): past this, a workdir that no run holds has none (`nets-eval --watch`).
+START_SECONDS = 30.0
 SUBFOLDERS = ("checkpoints", "tensorboard")  # what a start creates inside the workdir
 
 

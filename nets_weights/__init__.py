@@ -140,7 +140,9 @@ def _fill(
     variables: dict,
     exclude: Sequence[str],
 ) -> tuple[dict, list[str], Pretrained]:
-    published.check_fields(source, arch.convention, network_fn.module, network_fn.name)
+    published.check_fields(
+        f"{source}'s published weights", arch.convention, network_fn.module, network_fn.name
+    )
     file_classes = file_class_count(weights, arch)
     tensors = arch.stable(weights.tensors)
     if arch.check is not None:
@@ -183,9 +185,9 @@ def initialized(
     rng: jax.Array | None = None,
 ) -> tuple[dict[str, Any], Pretrained]:
     """The variables of `network_fn` (built with `with_conventions(source, arch, ...)`) holding
-    `weights`, which remember their conventions (`published`); a classifier of another class
-    count than the file's is initialised from `rng` as `init` would. Only that classifier is
-    computed: the rest is traced abstractly."""
+    `weights`, and a `conventions` collection naming the fields they need (`published`); a
+    classifier of another class count than the file's is initialised from `rng` as `init` would.
+    Only that classifier is computed: the rest is traced abstractly."""
     size = network_fn.default_image_size
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
@@ -198,7 +200,7 @@ def initialized(
             fresh,
         )
     variables = jax.tree.map(jnp.asarray, variables)
-    published.mark(variables, source, arch.convention)
+    variables = published.mark(variables, arch.convention)
     return variables, info
 
 

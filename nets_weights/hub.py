@@ -96,6 +96,9 @@ def _file(hub, spec: str, repo: str, name: str, revision: str | None, offline: b
     """One file of the repository, from the cache or downloaded and checked (module docstring)."""
     errors = hub.errors
     cached = hub.try_to_load_from_cache(repo, name, revision=revision)
+    offline = offline or hub.constants.HF_HUB_OFFLINE
+    if not isinstance(cached, str) and not offline and not _answers(hub, repo, name, revision):
+        raise WeightFileError(_unreachable(hub, repo, name))
     try:
         path = Path(hub.hf_hub_download(repo, name, revision=revision, local_files_only=offline))
     except errors.RevisionNotFoundError:
@@ -105,15 +108,12 @@ def _file(hub, spec: str, repo: str, name: str, revision: str | None, offline: b
     except errors.RemoteEntryNotFoundError:
         raise _Missing(f"{repo} has no {name}") from None
     except errors.LocalEntryNotFoundError:
-        if offline or hub.constants.HF_HUB_OFFLINE:
+        if offline:
             raise WeightFileError(
                 f"{repo}: {name} is not in the Hub cache ({hub.constants.HF_HUB_CACHE}) and "
                 "offline mode (HF_HUB_OFFLINE=1 or local_files_only) forbids downloading it"
             ) from None
-        raise WeightFileError(
-            f"{repo}: cannot reach the Hub ({hub.constants.ENDPOINT}; no network?) and {name} "
-            f"is not in its cache ({hub.constants.HF_HUB_CACHE})"
-        ) from None
+        raise WeightFileError(_unreachable(hub, repo, name)) from None
     except errors.HfHubHTTPError as e:
         raise WeightFileError(f"{repo}: {name}: {str(e).splitlines()[0]}") from None
     except OSError as e:  # a full disk, a read-only cache, a download shorter than announced
@@ -125,6 +125,28 @@ def _file(hub, spec: str, repo: str, name: str, revision: str | None, offline: b
     if not isinstance(cached, str):  # downloaded now: check it once, here
         _check(path, repo, name)
     return path
+
+
+def _answers(hub, repo: str, name: str, revision: str | None) -> bool:
+    """Whether the Hub answers a request for the file (an error is an answer), asked once. With
+    nothing cached, the client's download retries a failed connection 5 times before it gives up,
+    waiting 1 + 2 + 4 + 8 + 8 = 23 s: without a network, this says so at once (or after the
+    client's HF_HUB_ETAG_TIMEOUT, 10 s, where packets are dropped)."""
+    url = hub.hf_hub_url(repo, name, revision=revision)
+    try:
+        hub.get_hf_file_metadata(url, timeout=hub.constants.HF_HUB_ETAG_TIMEOUT)
+    except hub.errors.HfHubHTTPError:
+        return True  # the download says what the Hub answered
+    except Exception:  # no connection: the client's exception types vary with its version
+        return False
+    return True
+
+
+def _unreachable(hub, repo: str, name: str) -> str:
+    return (
+        f"{repo}: cannot reach the Hub ({hub.constants.ENDPOINT}; no network?) and {name} "
+        f"is not in its cache ({hub.constants.HF_HUB_CACHE})"
+    )
 
 
 def _no_repository(spec: str, repo: str) -> str:

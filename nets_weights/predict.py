@@ -83,6 +83,22 @@ def read_images(paths: Sequence[str | Path], info: Pretrained) -> np.ndarray:
     return np.stack(batch)
 
 
+def classify_files(
+    network_fn, variables: dict, paths: Sequence[str | Path], k: int = 5
+) -> list[list[tuple] | ImageError]:
+    """For each file, its `top_k`, or the `ImageError` that names it where it cannot be read: one
+    bad file among many costs only its own result."""
+    images, results = [], []
+    for path in paths:
+        try:
+            images.append(preprocess(decode(path), network_fn.pretrained))
+            results.append(None)
+        except ImageError as e:
+            results.append(e)
+    best = iter(top_k(network_fn, variables, np.stack(images), k) if images else ())
+    return [next(best) if result is None else result for result in results]
+
+
 def top_k(network_fn, variables: dict, images: np.ndarray, k: int = 5) -> list[list[tuple]]:
     """For each image, the `k` most probable `(class name, probability)`, most probable first."""
     _, end_points = jax.jit(network_fn.apply)(variables, images)

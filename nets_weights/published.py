@@ -1,4 +1,4 @@
-"""Published weights remember the constructor fields they were trained with (`padding=
+"""Published weights carry the constructor fields they were trained with (`padding=
 'SYMMETRIC'`, `bn_epsilon=1e-5`, ...), so that a network built with other values refuses them
 instead of silently computing another function.
 
@@ -6,57 +6,56 @@ instead of silently computing another function.
 where the same variables meet a `get_network_fn` network of the default conventions (timm's
 ResNet-50 in our 'SAME' padding: block4's maps 30% off, no error).
 
-The variables stay a plain dict (so `jax.tree.map` beside any other variables, optax, orbax and
-flax's serialization see what they always see): what is remembered is their arrays, weakly, for
-as long as they live. A new array (an optimizer's update, `jnp.array(x)`) is no longer the
-published weights, and is not checked; neither are traced values inside `jax.jit`.
+The fields live in the variables' tree structure, which is what every copy keeps: a
+`conventions` collection of empty dicts, one per field, named `field=value`
+(`{'params': ..., 'batch_stats': ..., 'conventions': {"padding='SYMMETRIC'": {}}}`). It has no
+leaves, so `jax.jit` (the structure is static: the check runs while tracing), `jax.tree.map`,
+flax's serialization, orbax and optax carry it unchanged and never train it. Variables without
+it (`init`'s, a training run's) are not checked; the network's layers never see it.
 """
 
-import weakref
+import ast
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
-import jax
-
-
-class Origin(NamedTuple):
-    """Whose weights an array holds, and the constructor fields they need."""
-
-    source: str
-    conventions: dict[str, Any]
+COLLECTION = "conventions"
 
 
-# id(array) -> (a weak reference to it, its origin); an entry leaves when its array is freed.
-_ORIGINS: dict[int, tuple[weakref.ref, Origin]] = {}
+def mark(variables: Mapping[str, Any], conventions: Mapping[str, Any]) -> dict[str, Any]:
+    """`variables` with the `conventions` collection naming the constructor fields their
+    weights need (no collection when they need none)."""
+    if not conventions:
+        return dict(variables)
+    names = {f"{field}={value!r}": {} for field, value in conventions.items()}
+    return {**variables, COLLECTION: names}
 
 
-def mark(variables: Mapping[str, Any], source: str, conventions: Mapping[str, Any]) -> None:
-    """Remembers that `variables` hold `source`'s published weights, which need `conventions`."""
-    array = _probe(variables)
-    if array is None:
-        return
-    key = id(array)
-    forget = lambda _: _ORIGINS.pop(key, None)  # noqa: E731
-    _ORIGINS[key] = (weakref.ref(array, forget), Origin(source, dict(conventions)))
+def conventions_of(variables: Any) -> dict[str, Any]:
+    """The constructor fields `variables`' `conventions` collection names ({} without one)."""
+    names = variables.get(COLLECTION) if isinstance(variables, Mapping) else None
+    return dict(_field(name) for name in names or ())
 
 
-def origin(variables: Any) -> Origin | None:
-    """The origin `mark` recorded for `variables`, or None."""
-    array = _probe(variables)
-    entry = _ORIGINS.get(id(array)) if array is not None else None
-    return entry[1] if entry is not None and entry[0]() is array else None
+def without_mark(variables: Any) -> Any:
+    """`variables` without the `conventions` collection, for the network's layers."""
+    if isinstance(variables, Mapping) and COLLECTION in variables:
+        return {k: v for k, v in variables.items() if k != COLLECTION}
+    return variables
 
 
 def check(variables: Any, module: Any, network: str) -> None:
     """Raises `ValueError` when `variables` hold published weights that need other constructor
     fields than those `module` (the network `network`) was built with."""
-    if (found := origin(variables)) is not None:
-        check_fields(found.source, found.conventions, module, network)
+    if found := conventions_of(variables):
+        check_fields(
+            f"these published variables (their {COLLECTION!r} collection)", found, module, network
+        )
 
 
-def check_fields(source: str, conventions: Mapping[str, Any], module: Any, network: str) -> None:
+def check_fields(whose: str, conventions: Mapping[str, Any], module: Any, network: str) -> None:
     """Raises `ValueError` when `module` was built with other values of `conventions`, the
-    constructor fields `source`'s weights were trained with."""
+    constructor fields the weights (`whose`: "resnet50.a1_in1k's published weights") were
+    trained with."""
     differ = {
         field: value
         for field, value in conventions.items()
@@ -66,19 +65,22 @@ def check_fields(source: str, conventions: Mapping[str, Any], module: Any, netwo
         theirs = ", ".join(f"{field}={value!r}" for field, value in differ.items())
         ours = ", ".join(f"{field}={getattr(module, field)!r}" for field in differ)
         raise ValueError(
-            f"{source}'s published weights were trained with {theirs}; this {network} network "
+            f"{whose} were trained with {theirs}; this {network} network "
             f"has {ours} and would compute another function with them: use the network_fn "
             f"load_pretrained returned, or get_network_fn({network!r}, ..., {theirs})"
         )
 
 
-def _probe(variables: Any) -> Any:
-    """The array that stands for `variables`: the first parameter (a concrete one)."""
-    params = variables.get("params") if isinstance(variables, Mapping) else None
-    leaves = jax.tree.leaves(params) if params is not None else []
-    if not leaves or isinstance(leaves[0], jax.core.Tracer):
-        return None
-    return leaves[0]
+def _field(name: str) -> tuple[str, Any]:
+    """`('padding', 'SYMMETRIC')` from a collection entry's name `"padding='SYMMETRIC'"`."""
+    field, _, value = name.partition("=")
+    try:
+        return field, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise ValueError(
+            f"the variables' {COLLECTION!r} collection has {name!r}, not a field=value entry "
+            f"that published weights write (e.g. \"padding='SYMMETRIC'\")"
+        ) from None
 
 
 def _normal(value: Any) -> Any:

@@ -24,6 +24,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
+import tqdm
+
 from nets_weights import catalogue, files
 from nets_weights.files import KERAS_SUFFIXES, TORCH_SUFFIXES, WeightFileError
 
@@ -45,7 +47,13 @@ def cache_folder(file_name: str) -> Path:
         return torch_home / "hub" / "checkpoints"
     if suffix in KERAS_SUFFIXES:
         return Path(os.environ.get("KERAS_HOME", "~/.keras")).expanduser() / "models"
-    return xdg / "jax_nets_factory" / "weights"
+    return cache_home() / "weights"
+
+
+def cache_home() -> Path:
+    """This project's cache: `$XDG_CACHE_HOME/jax_nets_factory` (default `~/.cache/...`), with
+    its downloaded weights and datasets in folders of their own."""
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "jax_nets_factory"
 
 
 def expected_hash(url: str) -> tuple[str, str] | None:
@@ -62,18 +70,35 @@ def download(url: str) -> Path:
     name = Path(urlparse(url).path).name
     if not name:
         raise WeightFileError(f"{url} does not name a file")
-    folder = cache_folder(name)
-    target = folder / name
+    return download_to(url, cache_folder(name) / name, expected_hash(url))
+
+
+def download_to(
+    url: str,
+    target: Path,
+    want: tuple[str, str] | None,
+    size: int | None = None,
+    progress: bool = False,
+) -> Path:
+    """`target`, downloaded from `url` unless it is there, checked against `want` (algorithm,
+    hex digest or its prefix) and `size` (bytes) when given, and renamed into place only when
+    whole and checked (module docstring); `progress` shows a progress bar on stderr. Raises
+    `WeightFileError` with one line for every failure."""
     if target.is_file():
         return target
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         with _temporary_beside(target) as partial:
-            _fetch(url, partial, expected_hash(url))
+            _fetch(url, partial, want, progress)
+            if size is not None and os.path.getsize(partial) != size:
+                got = os.path.getsize(partial)
+                raise WeightFileError(
+                    f"{url}: {got} bytes, not the published {size} (nothing was kept)"
+                )
             os.replace(partial, target)
     except OSError as e:
         reason = e.strerror or str(e)
-        raise WeightFileError(f"cannot save {url} into {folder}: {reason}") from None
+        raise WeightFileError(f"cannot save {url} into {target.parent}: {reason}") from None
     return target
 
 
@@ -93,7 +118,7 @@ def _temporary_beside(target: Path):
             os.unlink(name)
 
 
-def _fetch(url: str, path: str, want: tuple[str, str] | None) -> None:
+def _fetch(url: str, path: str, want: tuple[str, str] | None, progress: bool = False) -> None:
     """Streams `url` into `path`, checking its length and hash."""
     request = urllib.request.Request(url, headers={"User-Agent": "jax-nets-factory"})
     digest = hashlib.new(want[0]) if want else None
@@ -101,10 +126,19 @@ def _fetch(url: str, path: str, want: tuple[str, str] | None) -> None:
     try:
         with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS) as response:
             length = response.headers.get("Content-Length")
-            with open(path, "wb") as out:
+            bar = tqdm.tqdm(
+                total=int(length) if length else None,
+                desc=Path(urlparse(url).path).name,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                disable=not progress,
+            )
+            with open(path, "wb") as out, bar:
                 while chunk := response.read(_CHUNK):
                     out.write(chunk)
                     received += len(chunk)
+                    bar.update(len(chunk))
                     if digest:
                         digest.update(chunk)
     except urllib.error.HTTPError as e:

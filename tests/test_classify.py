@@ -33,13 +33,16 @@ def test_preprocess_resizes_the_short_side_crops_the_centre_and_normalises():
     np.testing.assert_allclose(out, np.broadcast_to(black, out.shape), rtol=1e-5)
 
 
-def test_top_k_names_classes_with_probabilities():
+def test_top_k_names_classes_with_probabilities(tmp_path):
     network_fn, variables = nets_factory.load_pretrained(
         "resnet50", FIXTURE, stage_sizes=(2, 1, 1, 1), num_filters=8
     )
     images = predict.read_images([PHOTO, PHOTO], network_fn.pretrained)
     assert images.shape == (2, 224, 224, 3)
-    best = predict.top_k(network_fn, variables, images, k=3)
+    # One unreadable file among the photos: the others are classified all the same.
+    (tmp_path / "x.jpg").write_text("not an image")
+    best = predict.classify_files(network_fn, variables, [PHOTO, tmp_path / "x.jpg", PHOTO], k=3)
+    assert str(best.pop(1)).startswith(f"cannot read image {tmp_path / 'x.jpg'}: ")
     assert len(best) == 2 and [n for n, _ in best[0]] == [n for n, _ in best[1]]
     # one image twice: the rows of a batch may differ in the last bits (XLA's CPU kernels)
     np.testing.assert_allclose([p for _, p in best[0]], [p for _, p in best[1]], rtol=1e-5)
@@ -74,3 +77,26 @@ def test_classify_command_errors_are_one_line():
         result.stderr.startswith("classify.py: ") and len(result.stderr.strip().splitlines()) == 1
     )
     assert "needs (64,) (a file for another configuration" in result.stderr  # a small file
+
+
+@pytest.mark.slow  # classify.py run as subprocesses
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            [PHOTO],
+            "--weights is required: published weights (a file, a Hub folder, a Hub name or a "
+            "URL), e.g. --weights=resnet50.a1_in1k",
+        ),
+        (["--weights=resnet50.a1_in1k"], "give one or more image files, e.g. photo.jpg or *.jpg"),
+    ],
+)
+def test_a_missing_argument_is_one_line_of_ours(args, message):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "classify.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "PATH": ""},
+    )
+    assert (result.returncode, result.stderr) == (2, f"classify.py: {message}\n")

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,35 @@ def test_watch_gives_up_on_a_run_that_stopped_before_its_end(workdir):
     ]
 
 
+def test_watch_ends_soon_on_a_run_that_stopped_before_its_first_checkpoint(tmp_path, monkeypatch):
+    from nets_inference import evaluate
+    from nets_training.errors import UserError
+    from nets_training.workdir import hold_workdir
+
+    # Its config.yaml written, no checkpoint, no process holding the lock: after the time a
+    # starting run takes to hold it (START_SECONDS, 30 s; none here), not after give_up_seconds.
+    monkeypatch.setattr(evaluate, "START_SECONDS", 0.0)
+    looks = []
+
+    def checkpoint_steps():
+        looks.append(len(looks))
+        return [] if len(looks) < 4 else [5]
+
+    run = types.SimpleNamespace(
+        workdir=tmp_path, last_step=5, checkpoint_steps=checkpoint_steps, evaluate=lambda *_: 0.5
+    )
+    with pytest.raises(UserError) as stopped:
+        list(evaluate.watch(run, poll_seconds=0.01, give_up_seconds=900))
+    assert str(stopped.value) == (
+        f"--watch: no checkpoint in {tmp_path} after 0 s and no run holds it: the run stopped "
+        f"before its first checkpoint (its own output says why); start it again with train.py "
+        f"--workdir={tmp_path}, and watch again"
+    )
+    looks.clear()
+    with hold_workdir(tmp_path):  # a live run, slow to its first checkpoint: waited for
+        assert list(evaluate.watch(run, poll_seconds=0.01, give_up_seconds=900)) == [0.5]
+
+
 def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
     # Asleep between two looks at the run (a minute here), it answers within a second or two.
     command = [sys.executable, "eval.py", f"--workdir={workdir}", "--set=train.steps=10"]
@@ -143,6 +173,11 @@ def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
             ["--weights=w.safetensors", "--model=resnet50"],
             "--weights needs --config (the data to evaluate on)",
         ),
+        (
+            ["--set=optim.lr=5"],
+            "--set optim.lr would change nothing: evaluating a run reads only model: name, "
+            "num_classes, dtype, kwargs; data: name, dir, ",
+        ),
     ],
 )
 def test_bad_input_is_one_line(workdir, flags, message):
@@ -151,6 +186,41 @@ def test_bad_input_is_one_line(workdir, flags, message):
     assert result.returncode == 2
     assert result.stderr.startswith(f"eval.py: {message.format(workdir=workdir)}")
     assert result.stderr.count("\n") == 1
+
+
+def test_set_refuses_what_evaluation_would_not_read():
+    from nets_cli import common
+    from nets_inference import evaluate
+    from nets_training.errors import UserError
+
+    def check(overrides, data_name="digits", reads=evaluate.RUN_KEYS):
+        common.check_overrides(overrides, data_name, reads, "evaluation")
+
+    check(["data.eval_batch_size=60", "model.kwargs.num_filters=4", "train.steps=10"])
+    check(["data.name=imagefolder", "data.dir=/elsewhere"], "imagefolder")  # its source reads it
+    with pytest.raises(UserError, match=r"^--set data.dir would change nothing: data.name=digits"):
+        check(["data.dir=/elsewhere"])
+    with pytest.raises(UserError, match=r"^--set data.flip would change nothing: evaluation "):
+        check(["data={eval_batch_size: 60, flip: true}"])  # a mapping sets each of its keys
+    with pytest.raises(UserError, match=r"^--set model.name .* reads only data: name, dir, "):
+        check(["model.name=resnet18"], "imagefolder", evaluate.WEIGHTS_KEYS)  # --weights names it
+
+
+def test_a_trained_networks_class_count_is_not_advised_to_change(workdir, tmp_path):
+    from nets_inference import evaluate
+    from nets_training.errors import UserError
+
+    for split in ("train", "val"):
+        for label in range(11):  # one class more than the run's digits
+            (tmp_path / split / f"c{label:02}").mkdir(parents=True)
+            (tmp_path / split / f"c{label:02}" / "0.png").touch()
+    with pytest.raises(UserError) as refused:
+        evaluate.build(workdir, ["data.name=imagefolder", f"data.dir={tmp_path}"])
+    assert str(refused.value) == (
+        f"--workdir {workdir}: its network was trained for 10 classes, and imagefolder's data has "
+        "11 (labels 0..10): a trained network's class count cannot change: give data of the "
+        "run's 10 classes (or train a network for 11)"
+    )
 
 
 def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):

@@ -105,7 +105,16 @@ def test_published_weights_export_with_their_preprocessing(tmp_path):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--out=x"], "give --workdir (a training run) or --weights, not both"),
+        (
+            ["--out=x"],
+            "give --workdir (a training run's folder) or --weights (published weights: a file, "
+            "folder, Hub name or URL)\n",
+        ),
+        (
+            ["--workdir=r", "--weights=w", "--out=x"],
+            "give --workdir (a training run) or --weights, not both",
+        ),
+        (["--workdir=r"], "--out is required: the artifact to write, e.g. --out=r50.jaxexport\n"),
         (["--weights=w.safetensors", "--out=x"], "no such weight file or folder: w.safetensors"),
         (["--workdir=/no/such/run", "--out=x"], "--workdir /no/such/run: no config.yaml there"),
         (["--workdir=r", "--model=resnet50", "--out=x"], "--model is for --weights; the run in r"),

@@ -306,3 +306,43 @@ def test_classify_and_eval_crop_the_pixels_torchvision_crops(tmp_path):
         crop = functools.partial(predict.crop, info=weights)  # eval.py --weights' crop
         (evals,) = data.eval_batches(ds, DataConfig(name="imagefolder"), 8, 2, crop=crop)
         np.testing.assert_array_equal(evals["image"][list(evals["label"]).index(label)], expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training's flip: Pillow's for the PIL images that decoding and cropping give, numpy's for arrays.
+
+
+def photo(h: int = 37, w: int = 53) -> np.ndarray:
+    """Gradients and noise: no two columns alike, so a mirrored crop differs from the crop."""
+    y, x = np.mgrid[:h, :w]
+    noise = np.random.default_rng(0).integers(0, 60, (h, w, 3))
+    return np.stack([x * 4, y * 6, (x + y) * 2], axis=-1).astype(np.uint8) + noise.astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    "record, crop, fixed_size, channels",
+    [
+        ("file", "resized", False, 3),  # decoded, cropped and flipped as PIL images
+        ("file", "none", False, 3),
+        (photo(), "resized", True, 3),  # in-memory: flipped as PIL images once cropped
+        (photo()[..., :1], "pad", True, 1),  # flipped as arrays
+    ],
+)
+def test_train_flip_mirrors_the_crop_of_half_the_draws(
+    tmp_path, record, crop, fixed_size, channels
+):
+    if isinstance(record, str):
+        Image.fromarray(photo()).save(tmp_path / "0.jpg")
+        record = str(tmp_path / "0.jpg")
+    fields = dict(image_size=24, fixed_size=fixed_size, channels=channels, crop=crop, padding=4)
+    plain = data.TrainTransform(**fields, min_area=0.08, flip=False)
+    flipping = data.TrainTransform(**fields, min_area=0.08, flip=True)
+    mirrored = []
+    for seed in range(16):
+        image = plain({"image": record, "label": 0}, np.random.default_rng(seed))["image"]
+        maybe = flipping({"image": record, "label": 0}, np.random.default_rng(seed))["image"]
+        assert maybe.shape == image.shape and image.shape[-1] == channels
+        assert maybe.flags.c_contiguous and maybe.dtype == np.uint8
+        mirrored.append(not np.array_equal(maybe, image))
+        np.testing.assert_array_equal(maybe, image[:, ::-1] if mirrored[-1] else image)
+    assert 4 <= sum(mirrored) <= 12  # the same crop, mirrored with probability 1/2

@@ -10,13 +10,16 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
+from flax import serialization
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+import nets_nnx
 import nets_weights
 from nets.resnet import BottleneckResNetBlock
-from nets_weights import WeightFileError, architectures, convert
+from nets_weights import WeightFileError, architectures, convert, published
 from tests import variable_trees
 from tests.helpers import shape_trace_fields
 
@@ -54,9 +57,9 @@ def test_logits_are_the_references(case):
     assert relative_error(logits, reference["logits"]) <= 1e-4
     assert network_fn.is_training is False and "predictions" in end_points
     # The convention matters: the same weights under TensorFlow's SAME padding compute another
-    # function (the relative error is 0.5-0.9 on these fixtures).
+    # function (the relative error is 0.5-0.9 on these fixtures), once their mark is gone.
     same = nets_factory.get_network_fn(name, 10, **kwargs)
-    wrong, _ = jax.jit(same.apply)(variables, reference["images"])
+    wrong, _ = jax.jit(same.apply)(published.without_mark(variables), reference["images"])
     assert relative_error(wrong, reference["logits"]) > 0.05
 
 
@@ -123,36 +126,62 @@ def test_a_contradicting_convention_is_refused():
         )
 
 
-def test_published_variables_refuse_a_network_of_other_conventions():
+def test_published_variables_refuse_a_network_of_other_conventions(tmp_path):
     """The README tour's trap: `load_pretrained`'s variables paired with a `get_network_fn`
     network of our default padding ('SAME' where timm's weights need 'SYMMETRIC') would compute
-    another function, silently; run eagerly, turned into NNX or filled, they say so instead.
-    They stay plain variables: `jax.tree.map` takes them beside any others."""
+    another function, silently; run eagerly or jitted, turned into NNX, filled, or copied as JAX
+    code copies variables (tree maps, serialization, orbax), they say so instead, in one line."""
     case, kwargs = FIXTURES / "parity" / "resnet_bottleneck", PARITY["resnet_bottleneck"][1]
     network_fn, variables = nets_factory.load_pretrained("resnet50", case, **kwargs)
+    assert variables["conventions"] == {"padding='SYMMETRIC'": {}}  # in the tree, no leaves
     images = np.zeros((1, 32, 32, 3), np.float32)  # eager runs: small
     other_fn = nets_factory.get_network_fn("resnet50", 10, **kwargs)
     refusal = (
-        "resnet50's published weights were trained with padding='SYMMETRIC'; "
-        "this resnet50 network has padding='SAME'"
+        r"^these published variables \(their 'conventions' collection\) were trained with "
+        r"padding='SYMMETRIC'; this resnet50 network has padding='SAME' and would compute another "
+        r"function with them: use the network_fn load_pretrained returned, or "
+        r"get_network_fn\('resnet50', \.\.\., padding='SYMMETRIC'\)"
     )
-    for run in (
-        lambda: other_fn.apply(variables, images),
-        lambda: other_fn.features(variables, images),
-        lambda: nets_factory.to_nnx(other_fn, variables),
-    ):
+    copies = {  # how JAX code passes and copies variables: each keeps the tree's structure
+        "as given": variables,
+        "jax.tree.map(jnp.asarray)": jax.tree.map(jnp.asarray, variables),
+        "jax.tree.map(np.asarray)": jax.tree.map(np.asarray, variables),
+        "serialized": serialization.from_bytes(variables, serialization.to_bytes(variables)),
+        "msgpack, no target": serialization.msgpack_restore(serialization.to_bytes(variables)),
+    }
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "variables", variables)
+    with ocp.StandardCheckpointer() as checkpointer:
+        copies["orbax"] = checkpointer.restore(tmp_path / "variables")
+    same_fn = nets_factory.get_network_fn("resnet50", 10, padding="SYMMETRIC", **kwargs)
+    expected_maps = network_fn.features(variables, images)
+    for copy in copies.values():
+        for run in (
+            other_fn.apply,
+            other_fn.features,
+            jax.jit(other_fn.features),  # refused while tracing: the structure is static
+            jax.jit(other_fn.apply),
+        ):
+            with pytest.raises(ValueError, match=refusal):
+                run(copy, images)
         with pytest.raises(ValueError, match=refusal):
-            run()
-    with pytest.raises(ValueError, match=refusal):  # filling a network of other conventions
+            nets_factory.to_nnx(other_fn, copy)
+        for fn in (network_fn, same_fn):  # networks of the weights' conventions take them
+            maps = jax.jit(fn.features)(copy, images)
+            jax.tree.map(
+                partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-5), maps, expected_maps
+            )
+    with pytest.raises(ValueError, match="resnet50's published weights were trained with"):
         nets_weights.fill("resnet50", case, other_fn, variables, nets_factory.networks_map)
 
-    maps = network_fn.features(variables, images)  # the network they came with
-    assert maps["block4"].shape[0] == len(images)
-    same_fn = nets_factory.get_network_fn("resnet50", 10, padding="SYMMETRIC", **kwargs)
-    assert same_fn.features(variables, images).keys() == maps.keys()
-    copied = jax.tree.map(jnp.array, variables)  # new arrays: no longer the published weights
-    jax.tree.map(np.add, variables, copied)  # plain variables, beside any others
-    assert other_fn.apply(copied, images)[0].shape == (len(images), 10)
+    # The mark has no leaves: optimizers and tree maps never see it; NNX gives it back.
+    assert jax.tree.leaves(variables) == jax.tree.leaves(published.without_mark(variables))
+    back = nets_nnx.to_linen_variables(nets_factory.to_nnx(network_fn, variables))
+    assert back["conventions"] == variables["conventions"]
+    with pytest.raises(ValueError, match=refusal):
+        other_fn.apply(back, images)
+    # Without the mark (a user's own variables, old checkpoints), nothing is checked.
+    assert other_fn.apply(published.without_mark(variables), images)[0].shape == (1, 10)
 
 
 def test_networks_without_published_weights_say_which_have_them():

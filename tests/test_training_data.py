@@ -222,9 +222,24 @@ def test_cifar100_reads_fine_labels(tmp_path):
     assert (len(ds.train), ds.num_classes) == (5, 100)
 
 
-def test_cifar_errors_name_what_is_missing(tmp_path):
+def test_cifar_errors_name_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="neither cifar-10-python.tar.gz nor an extracted"):
         sources.cifar(str(tmp_path), 10)
+    # No data where data.dir says: where to get it.
+    with pytest.raises(UserError) as missing:
+        sources.cifar(str(tmp_path / "cifar10"), 10)
+    assert str(missing.value) == (
+        f"data.dir {tmp_path / 'cifar10'}: no such file or directory; download the python "
+        "version, cifar-10-python.tar.gz, from https://www.cs.toronto.edu/~kriz/cifar.html and "
+        "give it (or the folder it extracts to) with --set data.dir=PATH, or --set "
+        "data.download=true to download it there"
+    )
+    # No data.dir, nothing in the cache (tests/test_training_download.py: the whole message).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(
+        UserError, match=r"is not in the cache .* nets_training.download cifar100` \(or"
+    ):
+        sources.cifar(None, 100)
     bad = tmp_path / "cifar-10-python.tar.gz"
     with tarfile.open(bad, "w:gz") as tar:
         info = tarfile.TarInfo("cifar-10-batches-py/data_batch_1")

@@ -99,17 +99,24 @@ def test_a_resumed_run_of_an_older_config_sees_no_change_in_keys_it_did_not_know
     assert loop.changes_since(saved, newer, dataset) == ["optim.lr: 0.1 -> 0.05"]
 
 
-def test_a_warmup_that_fills_the_run_is_said(caplog):
+def test_a_warmup_that_fills_the_run_becomes_a_tenth_of_it_with_a_note():
     """One epoch of an image folder under the 1-epoch default warmup would end at the peak
-    learning rate: said, with the numbers and a value that fits."""
+    learning rate: the warmup is cut to a tenth of the run, and the note says how to choose."""
     one_epoch = config.OptimConfig(warmup_epochs=1.0, schedule="cosine")
-    loop.check_warmup(one_epoch, steps_per_epoch=391, total_steps=391)
-    assert "optim.warmup_epochs=1 is 390 of this run's 391 steps" in caplog.text
-    assert "e.g. 0.1" in caplog.text
-    caplog.clear()
-    loop.check_warmup(one_epoch, steps_per_epoch=391, total_steps=391 * 30)  # 1 of 30 epochs
-    loop.check_warmup(dataclasses.replace(one_epoch, schedule="constant"), 391, 391)
-    assert caplog.text == ""
+    fitted, note = loop.fit_warmup(one_epoch, steps_per_epoch=391, total_steps=391)
+    assert fitted.warmup_epochs == 0.1 and note == (
+        "optim.warmup_epochs=1 would take 391 of this run's 391 steps and leave the cosine "
+        "schedule no room: warming up for 0.1 epochs instead, a tenth of the run (set "
+        "optim.warmup_epochs below 0.5 to choose, or optim.schedule=constant to end at the peak)"
+    )
+    lr = loop.optim.schedule(fitted, 128, 391, 391)
+    assert float(lr(390)) < 1e-3 < float(lr(39))  # decayed by the end
+    for kept in [
+        (one_epoch, 391, 391 * 30),  # 1 of 30 epochs
+        (dataclasses.replace(one_epoch, schedule="constant"), 391, 391),  # asked for the peak
+        (dataclasses.replace(one_epoch, warmup_epochs=0.4), 391, 391),
+    ]:
+        assert loop.fit_warmup(*kept) == (kept[0], None)
 
 
 def test_a_failed_evaluation_keeps_the_steps_trained_and_the_resumed_run_makes_it(monkeypatch):

@@ -1,6 +1,8 @@
 """ViT and DeiT: timm's parameter counts and MACs, position embeddings at other sizes, the
 distilled heads, bfloat16 attention, and weight decay on kernels only."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,8 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import vit
-from nets.layers.attention import DotProductAttention, fused_kernel_applies
+from nets.layers import attention
+from nets.layers.attention import DotProductAttention, fused_attention, fused_kernel_applies
 from tests.helpers import numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
@@ -229,6 +232,39 @@ def test_attention_asks_for_the_fused_kernel_on_gpus_in_half_precision_only():
     fn = small_fn(attention="flash")
     with pytest.raises(ValueError, match=r"'auto', 'xla' or 'cudnn', got 'flash'"):
         jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 32, 32, 3)))
+
+
+@pytest.mark.parametrize("tokens, bias", [(197, False), (49, True)])
+def test_attention_padded_to_an_even_length_is_the_unpadded_attention(tokens, bias):
+    """cuDNN's kernel takes even lengths in training: ViT's 197 tokens (Swin's 49-token windows,
+    with their bias) are padded by one, masked by the keys' lengths, and give the same result and
+    gradients (on XLA's implementation here, in float32)."""
+    q, k, v = jax.random.normal(jax.random.key(0), (3, 1, tokens, 2, 8))
+    b = jax.random.normal(jax.random.key(1), (1, 2, tokens, tokens)) if bias else None
+
+    def loss(attention, q, k, v):
+        return jnp.sum(jnp.sin(attention(q, k, v, b)))
+
+    plain = functools.partial(jax.nn.dot_product_attention, implementation="xla")
+    padded = functools.partial(fused_attention, implementation="xla")
+    np.testing.assert_allclose(padded(q, k, v, b), plain(q, k, v, b), atol=1e-6)
+    grads = jax.grad(loss, argnums=(1, 2, 3))
+    for got, want in zip(grads(padded, q, k, v), grads(plain, q, k, v), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_a_refused_fused_kernel_is_said_once_and_xla_runs(monkeypatch, caplog):
+    monkeypatch.setattr(attention, "fused_kernel_applies", lambda dtype: True)  # as on a GPU
+    monkeypatch.setattr(attention, "_said", set())
+    q = jax.random.normal(jax.random.key(0), (1, 5, 2, 8), jnp.bfloat16)
+    for _ in range(2):
+        out = DotProductAttention().apply({}, q, q, q)  # the CPU has no cuDNN: refused
+    np.testing.assert_array_equal(out, DotProductAttention("xla").apply({}, q, q, q))
+    said = [r.getMessage() for r in caplog.records if "DotProductAttention" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(
+        "DotProductAttention: cuDNN's fused attention refuses (1, 5, 2, 8) bfloat16 queries ("
+    )
+    assert said[0].endswith("): XLA's instead")
 
 
 def test_bad_configurations_are_one_line():

@@ -2,11 +2,13 @@
 
 `DotProductAttention` runs `jax.nn.dot_product_attention`. JAX's default implementation is
 XLA's on every backend, so `implementation='auto'` asks for cuDNN's fused kernel on GPUs when
-the inputs are bfloat16 or float16, and falls back to XLA's when cuDNN refuses the shapes (JAX
-checks them while tracing) or elsewhere; `'xla'` and `'cudnn'` force one. Either keeps the softmax
-statistics in float32 under bfloat16: XLA's implementation accumulates `q k^T` in float32 and
-takes the softmax there, the fused kernel keeps its running maxima and sums in float32. (Only
-the XLA path is exercised by the tests, which run on CPU.)
+the inputs are bfloat16 or float16 (odd lengths padded to an even one, which the kernel takes in
+training: `fused_attention`), and falls back to XLA's, with a warning once, when cuDNN refuses
+the shapes (JAX checks them while tracing); elsewhere XLA's; `'xla'` and `'cudnn'` force one.
+Either keeps the softmax statistics in float32 under bfloat16: XLA's implementation accumulates
+`q k^T` in float32 and takes the softmax there, the fused kernel keeps its running maxima and sums
+in float32. (Only the XLA path is exercised by the tests, which run on CPU: the padding is, on
+XLA's implementation.)
 
 An additive `bias` (Swin's relative position bias and shifted-window mask, `[batch or 1,
 heads, queries, keys]`) is added to the float32 logits on XLA's path, as given; cuDNN's kernel
@@ -22,8 +24,52 @@ from typing import Literal
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from absl import logging
 
 Implementation = Literal["auto", "xla", "cudnn"]
+
+_said: set[str] = set()
+
+
+def say_once(line: str) -> None:
+    """Logs `line` (a warning) the first time: which attention ran is never a silent choice."""
+    if line not in _said:
+        _said.add(line)
+        logging.warning("%s", line)
+
+
+def fused_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    bias: jax.Array | None,
+    implementation: Literal["xla", "cudnn"] = "cudnn",
+) -> jax.Array:
+    """`jax.nn.dot_product_attention` by `implementation`, at a length cuDNN's kernel takes.
+
+    cuDNN's fused attention refuses odd sequence lengths in training (ViT's 197 tokens, Swin's
+    49-token windows) and takes even ones. So an odd length is padded by one token, which the
+    keys' lengths mask (`key_value_seq_lengths`: no bias needed) and whose query row is dropped:
+    the result is the unpadded attention's. A `bias` is padded with zeros. Raises what
+    `jax.nn.dot_product_attention` raises for shapes the implementation refuses.
+    """
+    batch, tokens = query.shape[:2]
+    if tokens % 2 == 0 or tokens != key.shape[1]:
+        return jax.nn.dot_product_attention(query, key, value, bias, implementation=implementation)
+    pad = lambda x: jnp.pad(x, [(0, 0), (0, 1), (0, 0), (0, 0)])  # noqa: E731
+    if bias is not None:
+        bias = jnp.pad(bias, [(0, 0), (0, 0), (0, 1), (0, 1)])
+    lengths = jnp.full((batch,), tokens, jnp.int32)
+    out = jax.nn.dot_product_attention(
+        pad(query),
+        pad(key),
+        pad(value),
+        bias,
+        query_seq_lengths=lengths,
+        key_value_seq_lengths=lengths,
+        implementation=implementation,
+    )
+    return out[:, :tokens]
 
 
 def fused_kernel_applies(dtype: jnp.dtype, backend: str | None = None) -> bool:
@@ -52,10 +98,14 @@ class DotProductAttention(nn.Module):
         ):
             half = None if bias is None else bias.astype(query.dtype)
             try:
-                return jax.nn.dot_product_attention(query, key, value, half, implementation="cudnn")
-            except (NotImplementedError, ValueError, RuntimeError):
+                return fused_attention(query, key, value, half)
+            except (NotImplementedError, ValueError, RuntimeError) as refused:
                 if self.implementation == "cudnn":
                     raise
+                say_once(
+                    f"DotProductAttention: cuDNN's fused attention refuses {query.shape} "
+                    f"{query.dtype} queries ({str(refused).splitlines()[0]}): XLA's instead"
+                )
         return jax.nn.dot_product_attention(query, key, value, bias, implementation="xla")
 
     @staticmethod

@@ -685,7 +685,7 @@ def log_train(
     # None: no step timed yet
     speed = {} if rate is None else {"train/img_per_sec": rate, "train/data_wait": waiting}
     if rate is not None and waiting > INPUT_BOUND and not run.said_input_bound:
-        console.print(input_bound_line(waiting, run.config.data))
+        console.print(input_bound_line(waiting, run.config.data, data.available_cpus()))
         run.said_input_bound = True
     log.write(
         step,
@@ -703,13 +703,19 @@ def log_train(
 INPUT_BOUND = 0.1  # the part of the training time spent waiting for data that is worth a word
 
 
-def input_bound_line(waiting: float, d: DataConfig) -> str:
-    """The one line for a run that waits for its data: how much, and what would feed it."""
+def input_bound_line(waiting: float, d: DataConfig, cpus: int) -> str:
+    """The one line for a run that waits for its data: how much, and what would feed it (more
+    worker processes only where `cpus` has cores that neither the loop nor a worker uses)."""
     workers = f"{d.workers} worker processes" if d.workers else "no worker processes"
+    advice = (
+        "data.workers adds processes that decode"
+        if d.workers + 2 < cpus
+        else "every CPU is busy: a host with more CPUs, or a lighter host policy, would feed it"
+    )
     return (
-        f"input-bound: the steps waited for data {100 * waiting:.0f}% of the time "
-        f"({workers}, {d.threads} threads each, {data.available_cpus()} CPUs): data.workers "
-        "adds processes that decode (train/data_wait in the records follows it)"
+        f"input-bound: the steps waited for data {100 * waiting:.0f}% of the time ({workers}, "
+        f"{d.threads} threads each, {cpus} CPUs): {advice} (train/data_wait in the records "
+        "follows it)"
     )
 
 

@@ -155,19 +155,22 @@ def test_published_variables_refuse_a_network_of_other_conventions(tmp_path):
         copies["orbax"] = checkpointer.restore(tmp_path / "variables")
     same_fn = nets_factory.get_network_fn("resnet50", 10, padding="SYMMETRIC", **kwargs)
     expected_maps = network_fn.features(variables, images)
+    refused = (
+        other_fn.apply,
+        other_fn.features,
+        jax.jit(other_fn.features),
+        jax.jit(other_fn.apply),
+    )
+    # Networks of the weights' conventions take them (jitted once each: a compile is seconds).
+    taking = [jax.jit(fn.features) for fn in (network_fn, same_fn)]
     for copy in copies.values():
-        for run in (
-            other_fn.apply,
-            other_fn.features,
-            jax.jit(other_fn.features),  # refused while tracing: the structure is static
-            jax.jit(other_fn.apply),
-        ):
+        for run in refused:  # jitted: refused while tracing, the structure is static
             with pytest.raises(ValueError, match=refusal):
                 run(copy, images)
         with pytest.raises(ValueError, match=refusal):
             nets_factory.to_nnx(other_fn, copy)
-        for fn in (network_fn, same_fn):  # networks of the weights' conventions take them
-            maps = jax.jit(fn.features)(copy, images)
+        for features in taking:
+            maps = features(copy, images)
             jax.tree.map(
                 partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-5), maps, expected_maps
             )

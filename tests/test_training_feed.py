@@ -57,11 +57,13 @@ def test_train_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monk
     )
 
 
-def test_an_input_bound_run_is_said_once_with_what_would_feed_it():
+def test_an_input_bound_run_says_what_would_feed_it():
     d = DataConfig(name="imagefolder", workers=0, threads=2)
-    line = loop.input_bound_line(0.42, d)
+    line = loop.input_bound_line(0.42, d, cpus=16)
     assert line.startswith("input-bound: the steps waited for data 42% of the time (no worker")
-    assert "data.workers" in line
+    assert "16 CPUs): data.workers adds processes that decode" in line
+    line = loop.input_bound_line(0.42, d, cpus=2)  # no core to spare for a worker
+    assert "2 CPUs): every CPU is busy" in line and "data.workers" not in line
 
 
 def test_on_device_places_batches_ahead_in_order_and_stops_with_its_source():

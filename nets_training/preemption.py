@@ -27,7 +27,9 @@ from typing import NoReturn
 
 from nets_training.errors import UserError
 
-GRACE_SECONDS = 1.0  # for the main thread to answer an interrupt before the watcher ends the run
+# For the main thread to answer an interrupt before the watcher ends the run: a 2-core machine
+# busy with a test suite once took more than 1 s to run a sleeping main thread's handler.
+GRACE_SECONDS = 2.0
 CLEANUP_SECONDS = 3.0  # for the main thread to close what it holds once it has answered
 INTERRUPTED = 128 + signal.SIGINT  # the shell's exit status after a Ctrl-C
 _CLOSING = 0  # written by `exit_promptly` as its block ends: the watcher's thread returns

@@ -19,12 +19,10 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # bench/train_step.py
 
-import jax  # noqa: E402
 import train_step  # noqa: E402
 
 from nets_training import config, loop  # noqa: E402
@@ -44,16 +42,6 @@ def loop_rate(cfg: config.Config) -> tuple[float, float]:
     rates = [r["train/img_per_sec"] for r in timed]
     waits = [r["train/data_wait"] for r in timed]
     return statistics.median(rates), statistics.mean(waits)
-
-
-def queued(timer: train_step.Timer, steps: int) -> float:
-    """Seconds a step over `steps` steps queued on the device, then one wait: no host round trip
-    between steps, as in train.py's loop (`train_step.Timer.run` waits for each)."""
-    start = time.perf_counter()
-    for _ in range(steps):
-        timer.state = timer.compiled(*timer.state, *timer.batch)
-    jax.block_until_ready(timer.state)
-    return (time.perf_counter() - start) / steps
 
 
 def main() -> None:
@@ -83,7 +71,7 @@ def main() -> None:
         m.name, d.batch_size, d.image_size, m.dtype, m.num_classes, "ours"
     )
     (timer,) = timers.values()
-    step = d.batch_size / statistics.median(queued(timer, args.step_steps) for _ in range(3))
+    step = d.batch_size / statistics.median(timer.queued(args.step_steps) for _ in range(3))
     print(
         f"{m.name} batch {d.batch_size} @ {d.image_size}px {m.dtype}, {d.name} data "
         f"({d.workers} workers, {d.threads} threads):\n"

@@ -80,6 +80,15 @@ class Timer:
         self.state = jax.block_until_ready(self.compiled(*self.state, *self.batch))
         self.times.append(time.perf_counter() - start)
 
+    def queued(self, steps: int) -> float:
+        """Seconds a step over `steps` steps queued on the device, then one wait: no host round
+        trip between steps, as in train.py's loop (`run` waits for each)."""
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.state = self.compiled(*self.state, *self.batch)
+        jax.block_until_ready(self.state)
+        return (time.perf_counter() - start) / steps
+
 
 BASELINES = ("flax.linen.Conv", "XLA's conv")
 

@@ -301,8 +301,8 @@ def train_dataset(
 ) -> grain.IterDataset:
     """This process's training batches, endless, from step `start_step` on.
 
-    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says,
-    its worker and thread counts are numbers.
+    `data` is resolved (`loop.resolve`): its crop and flip are the ones the run's config.yaml says;
+    unset worker and thread counts are fitted here as there (`with_parallelism`).
     """
     data = with_parallelism(data, dataset.fixed_size is not None)
     transform = train_transform(dataset, data, image_size)

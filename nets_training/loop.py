@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import functools
 import math
-import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from nets_training import (
     data,
     device_augment,
     image_sizes,
+    initial_state,
     optim,
     preemption,
     sharding,
@@ -246,59 +246,6 @@ def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list
     return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))
 
 
-@contextlib.contextmanager
-def random_bits_as_kernels() -> Iterator[None]:
-    """On a GPU, each random draw of the block compiled as one CUDA kernel rather than XLA's
-    threefry rounds unrolled into the program (`jax_threefry_gpu_kernel_lowering`): the same
-    bits, less to compile. Initialising ResNet-50 draws 161 random tensors, whose compilation
-    costs more than the train step's on a CPU (13.7 s against 9.3; a CPU compiles them as
-    before); on a GPU the gain is not measured yet. The train step keeps XLA's fused form, in
-    which dropout's bits never reach memory."""
-    before = jax.config.jax_threefry_gpu_kernel_lowering
-    jax.config.update("jax_threefry_gpu_kernel_lowering", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_threefry_gpu_kernel_lowering", before)
-
-
-def initial_state(
-    config: Config, train_fn, tx, channels: int, mesh
-) -> tuple[steps.TrainState, list[str]]:
-    """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
-    and the names of the variables that fine-tuning left at their initialisation."""
-    init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
-    size = config.data.image_size
-    images = jnp.zeros((1, size, size, channels), jnp.float32)
-    replicated = sharding.replicated(mesh)
-    with random_bits_as_kernels():
-        variables = jax.jit(train_fn.init, out_shardings=replicated)(init_key, images)
-    variables = {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
-    fresh = []
-    init_from, exclude = config.finetune.init_from, config.finetune.exclude
-    if init_from and nets_weights.is_weights(init_from):
-        try:
-            variables, fresh, _ = nets_weights.fill(
-                config.model.name,
-                init_from,
-                train_fn,
-                variables,
-                nets_factory.networks_map,
-                exclude,
-            )
-        except ValueError as e:
-            raise UserError(f"finetune.init_from: {e}") from None
-    elif init_from:
-        variables, fresh = checkpoint.merge_pretrained(init_from, variables, exclude)
-    trainable = config.finetune.trainable
-    if trainable:
-        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
-        if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
-            raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
-    create = functools.partial(steps.create_state, tx=tx, ema=config.optim.ema_decay > 0)
-    return jax.jit(create, out_shardings=replicated)(variables, rng=run_key), fresh
-
-
 def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
     """Loss, top-1 and top-5 over the eval split (every process's part)."""
     sums = None
@@ -405,7 +352,9 @@ def build(config: Config, workdir: Path) -> Run:
         restored, skipped = resume(config, dataset, networks.train, tx, mesh, checkpoints)
         notices += skipped
     if restored is None:
-        state, fresh = initial_state(config, networks.train, tx, dataset.channels, mesh)
+        state, fresh = initial_state.initial_state(
+            config, networks.train, tx, dataset.channels, mesh
+        )
         init_from = config.finetune.init_from
         note = f"; fine-tuning from {init_from}" if init_from else ""
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
@@ -460,7 +409,7 @@ def resume(
     saved = checkpoints.directory.parent / "config.yaml"
     changed = changes_since(saved, config, dataset) if saved.exists() else []
     scratch = dataclasses.replace(config, finetune=FinetuneConfig())
-    like, _ = initial_state(scratch, train_fn, tx, dataset.channels, mesh)
+    like = initial_state.abstract_state(scratch, train_fn, tx, dataset.channels, mesh)
     try:
         restored = checkpoints.restore_latest(like)
     except checkpoint.IncompatibleCheckpoint as e:

@@ -12,7 +12,8 @@ also times the step with DeiT's device augmentation (random erasing, mixup/cutmi
 with the plain one (`--conv ours`, the default, needed); `--torch` adds
 PyTorch's eager CPU step (default and `channels_last` memory formats) for the networks
 `bench/torch_resnet.py` knows, when torch is installed. Each figure is a median over `--steps`.
-`bench/cpu_table.py` prints docs/performance.md's CPU table (four networks) with one command.
+`bench/cpu_table.py` prints docs/performance.md's CPU table (four networks) with one command;
+`bench/gpu_table.py` its GPU table, this step against PyTorch's eager and `torch.compile`d steps.
 """
 
 import argparse

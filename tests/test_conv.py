@@ -200,6 +200,7 @@ def test_auto_names_and_dilation_fallback():
     assert jnp.array_equal(y, dilated.apply(variables, x))
 
 
+@pytest.mark.cpu_only("'auto' takes the CPU path on the CPU only, XLA's convolution elsewhere")
 def test_impl_is_checked_and_auto_takes_the_cpu_path_on_cpu():
     x = jnp.ones((1, 4, 4, 2))
     with pytest.raises(ValueError, match="impl"):

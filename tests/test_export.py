@@ -63,6 +63,7 @@ def workdir(tmp_path_factory):
     return folder
 
 
+@pytest.mark.cpu_only("the artifact is for the CPU (--platforms' default), served on this backend")
 def test_a_runs_export_computes_its_logits_at_any_batch_size(tmp_path, workdir):
     artifact = tmp_path / "digits.jaxexport"
     result = run("export.py", f"--workdir={workdir}", f"--out={artifact}", "--probabilities")
@@ -83,6 +84,7 @@ def test_a_runs_export_computes_its_logits_at_any_batch_size(tmp_path, workdir):
     np.testing.assert_allclose(out["probabilities3"], jax.nn.softmax(expected), atol=1e-6)
 
 
+@pytest.mark.cpu_only("the artifact is for the CPU (--platforms' default), served on this backend")
 def test_published_weights_export_with_their_preprocessing(tmp_path):
     pytest.importorskip("h5py")
     artifact = tmp_path / "mobilenet.jaxexport"

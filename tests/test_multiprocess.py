@@ -20,7 +20,7 @@ from tests.test_train_e2e import (
     train,
 )
 
-pytestmark = pytest.mark.slow  # train.py run as several subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.cpu_only("a CPU device a process, Gloo collectives")]
 
 
 @pytest.fixture(scope="module")

@@ -142,6 +142,7 @@ def interrupt(workdir, cache, signum, *sets, at_step=3, cwd=ROOT):
     return process.returncode, stderr
 
 
+@pytest.mark.cpu_only("4 forced CPU devices against 1, 'on 1 cpu device'")
 def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(tmp_path, cache):
     straight = train(tmp_path / "straight", cache)
     assert straight.returncode == 0, straight.stderr
@@ -337,10 +338,11 @@ def test_non_finite_loss_stops_with_its_step_and_keeps_the_last_good_checkpoint(
             "--set data.dir would change nothing: data.name=digits does not read it (only "
             "cifar10, cifar100, imagefolder, tfds do)",
         ),
-        (
+        pytest.param(
             ["data.batch_size=30"],
             [],
             "data.batch_size=30 must be divisible by the number of devices",
+            marks=pytest.mark.cpu_only("the 4 devices conftest forces on the CPU"),
         ),
         (["model.kwargs.depth=3"], [], "model.kwargs: resnet20 got unexpected keyword argument"),
         (["model.kwargs.num_filters=abc"], [], "model.kwargs.num_filters: expected int, got 'abc'"),

@@ -157,6 +157,7 @@ def test_distilled_logits_are_the_mean_of_the_two_heads_in_both_modes():
     assert "head" not in shapes and "head_dist" not in shapes and "dist_token" in shapes
 
 
+@pytest.mark.cpu_only("a GPU runs bfloat16 attention in cuDNN's kernel: no exp in the jaxpr")
 def test_bfloat16_attention_keeps_float32_softmax_statistics():
     fn = small_fn(dtype=jnp.bfloat16)
     variables = small_variables(fn)
@@ -255,6 +256,7 @@ def test_attention_padded_to_an_even_length_is_the_unpadded_attention(tokens, bi
     jax.tree.map(functools.partial(np.testing.assert_allclose, atol=1e-6), got, want)
 
 
+@pytest.mark.cpu_only("a GPU's cuDNN may well take the queries that the CPU refuses")
 def test_a_refused_fused_kernel_is_said_once_and_xla_runs(monkeypatch, caplog):
     monkeypatch.setattr(attention, "fused_kernel_applies", lambda dtype: True)  # as on a GPU
     monkeypatch.setattr(attention, "_said", set())

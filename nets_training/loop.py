@@ -281,7 +281,7 @@ class Run:
     lr: optax.Schedule  # of the train step (with accumulation, the optimizer step's)
     train_step: Callable[[steps.TrainState, dict], tuple[steps.TrainState, steps.Metrics]]
     eval_step: Callable
-    init_seconds: float  # how long the state took to initialise (or restore)
+    init_seconds: float  # how long the state took to restore, or its initialisation to compile
     batches: grain.DatasetIterator  # global batches, on the devices
     eval_batches: Callable[[], Iterator[dict]]
     checkpoints: checkpoint.Checkpointer
@@ -360,8 +360,7 @@ def build(config: Config, workdir: Path) -> Run:
         note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
     else:
         state, note = restored.state, f"; resumed at step {restored.step}"
-    jax.block_until_ready(state)
-    init_seconds = time.perf_counter() - started
+    init_seconds = time.perf_counter() - started  # a fresh state computes on, beside the trace
     start_step = restored.step if restored else 0
     batches = data.train_dataset(dataset, d, d.image_size, local_batch, t.seed, *where, start_step)
     batches = iter(data.on_device(batches, functools.partial(sharding.shard_batch, mesh=mesh)))
@@ -495,10 +494,11 @@ def compile_train_step(run: Run, batch: dict, console: Console) -> float:
 
 
 def first_step_line(init_seconds: float, compile_seconds: float, since_start: float) -> str:
-    """What the start cost, said once: the state's initialisation or restore (compilation
-    included), the train step's compilation, and the first step's end."""
+    """What the start cost, said once: the state's restore or the compilation of its
+    initialisation (which then runs while the train step compiles), the train step's trace and
+    compilation, and the first step's end."""
     return (
-        f"state ready in {init_seconds:.1f} s, train step compiled in {compile_seconds:.1f} s; "
+        f"state set up in {init_seconds:.1f} s, train step compiled in {compile_seconds:.1f} s; "
         f"first step done {since_start:.1f} s after start"
     )
 

@@ -51,7 +51,7 @@ def test_train_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monk
     lines = capsys.readouterr().out.splitlines()
     compiling = lines.index("compiling the train step ...")  # not a silent minute on a GPU
     assert re.fullmatch(
-        r"state ready in [\d.]+ s, train step compiled in [\d.]+ s; first step done [\d.]+ s "
+        r"state set up in [\d.]+ s, train step compiled in [\d.]+ s; first step done [\d.]+ s "
         "after start",
         lines[compiling + 1],
     )

@@ -30,12 +30,14 @@ def initial_state(
 ) -> tuple[steps.TrainState, list[str]]:
     """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
     and the names of the variables that fine-tuning left at their initialisation."""
-    init, create, args = _makers(config, train_fn, tx, channels, mesh)
-    with random_bits_to_compile_fast():
-        variables = _trained(run_once(init, *args))
-    fresh = []
+    makers = _Makers(config, train_fn, tx, channels, mesh)
     init_from, exclude = config.finetune.init_from, config.finetune.exclude
-    if init_from and nets_weights.is_weights(init_from):
+    if not init_from:  # variables and state in one compilation
+        state = makers.run(makers.state)
+        check_trainable(config.finetune.trainable, {"params": state.params})
+        return state, []
+    variables = makers.run(makers.variables)
+    if nets_weights.is_weights(init_from):
         try:
             variables, fresh, _ = nets_weights.fill(
                 config.model.name,
@@ -47,14 +49,10 @@ def initial_state(
             )
         except ValueError as e:
             raise UserError(f"finetune.init_from: {e}") from None
-    elif init_from:
+    else:
         variables, fresh = checkpoint.merge_pretrained(init_from, variables, exclude)
-    trainable = config.finetune.trainable
-    if trainable:
-        names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
-        if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
-            raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
-    return run_once(create, variables), fresh
+    check_trainable(config.finetune.trainable, variables)
+    return run_once(jax.jit(makers.create, out_shardings=makers.replicated), variables), fresh
 
 
 def abstract_state(
@@ -62,31 +60,47 @@ def abstract_state(
 ) -> steps.TrainState:
     """`initial_state`'s state from scratch as shapes, dtypes and shardings, for a trace's cost:
     what restoring a checkpoint needs to know."""
-    init, create, args = _makers(config, train_fn, tx, channels, mesh)
-    return create.eval_shape(_trained(init.eval_shape(*args)))
+    makers = _Makers(config, train_fn, tx, channels, mesh)
+    return jax.jit(makers.state, out_shardings=makers.replicated).eval_shape(*makers.args)
 
 
-def _makers(config: Config, train_fn: nets_factory.NetworkFn, tx, channels: int, mesh):
-    """The jitted variable initialisation, the jitted state around the variables, and the
-    initialisation's arguments."""
-    with random_bits_to_compile_fast():  # the same keys under any threefry setting
-        init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
-    size = config.data.image_size
-    images = jnp.zeros((1, size, size, channels), jnp.float32)
-    replicated = sharding.replicated(mesh)
-    ema = config.optim.ema_decay > 0
-    create = functools.partial(steps.create_state, tx=tx, ema=ema, rng=run_key)
-    return (
-        jax.jit(train_fn.init, out_shardings=replicated),
-        jax.jit(create, out_shardings=replicated),
-        (init_key, images),
-    )
+def check_trainable(trainable: tuple[str, ...], variables: dict) -> None:
+    """Raises `UserError` when `finetune.trainable`'s patterns name no parameter."""
+    if not trainable:
+        return
+    names = [optim.path_name(p) for p, _ in jax.tree_util.tree_leaves_with_path(variables)]
+    if not any(re.search(t, n) for t in trainable for n in names if n.startswith("params/")):
+        raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
 
 
-def _trained(variables: dict) -> dict:
-    """The collections a train state keeps: parameters and batch statistics (none for a
-    network without BatchNorm)."""
-    return {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
+class _Makers:
+    """A run's variables and state from its seed: the functions that make them and their
+    arguments (the initialisation's key and images)."""
+
+    def __init__(self, config: Config, train_fn, tx, channels: int, mesh):
+        with random_bits_to_compile_fast():  # the same keys under any threefry setting
+            init_key, run_key = jax.random.split(jax.random.PRNGKey(config.train.seed))
+        size = config.data.image_size
+        self.args = (init_key, jnp.zeros((1, size, size, channels), jnp.float32))
+        self.replicated = sharding.replicated(mesh)
+        self.train_fn = train_fn
+        self.create = functools.partial(
+            steps.create_state, tx=tx, ema=config.optim.ema_decay > 0, rng=run_key
+        )
+
+    def variables(self, key: jax.Array, images: jax.Array) -> dict:
+        """The collections a train state keeps: parameters and batch statistics (none for a
+        network without BatchNorm)."""
+        variables = self.train_fn.init(key, images)
+        return {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
+
+    def state(self, key: jax.Array, images: jax.Array) -> steps.TrainState:
+        return self.create(self.variables(key, images))
+
+    def run(self, make):
+        """`make(*args)`, replicated, with the random draws that compile fast."""
+        with random_bits_to_compile_fast():
+            return run_once(jax.jit(make, out_shardings=self.replicated), *self.args)
 
 
 def run_once(jitted, *args):

@@ -13,7 +13,7 @@ import nets_factory
 import nets_summary as summary
 from nets import convnext
 from nets.layers import Conv
-from tests.helpers import numpy_variables
+from tests.helpers import XLA_CONVS, numpy_variables
 
 NAMES = ["convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
 
@@ -54,9 +54,11 @@ TINY = {"depths": (1, 1, 2, 1), "widths": (8, 16, 24, 32)}
 TWO_STAGES = {"depths": (1, 1), "widths": (8, 16)}
 
 
+# Traces that read shapes and counts take XLA's convolutions (a fifth of the CPU path's trace
+# here: tests/helpers.py).
 @functools.cache
 def profile(name):
-    return summary.profile(nets_factory.get_network_fn(name, num_classes=1000))
+    return summary.profile(nets_factory.get_network_fn(name, num_classes=1000, **XLA_CONVS))
 
 
 def layer_norm_elements(name):
@@ -68,7 +70,7 @@ def layer_norm_elements(name):
             sizes.append(args[0].size)
         return next_fun(*args, **kwargs)
 
-    fn = nets_factory.get_network_fn(name, num_classes=1000)
+    fn = nets_factory.get_network_fn(name, num_classes=1000, **XLA_CONVS)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     with nn.intercept_methods(record):
         jax.eval_shape(fn.init, jax.random.key(0), images)

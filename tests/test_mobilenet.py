@@ -12,7 +12,7 @@ import nets_factory
 import nets_summary as summary
 from nets.layers import Conv, SqueezeExcite, make_divisible
 from tests import variable_trees
-from tests.helpers import numpy_variables, training_gradients
+from tests.helpers import XLA_CONVS, numpy_variables, training_gradients
 
 # Exact counts at 1000 classes (all trainable parameters, BatchNorm scale and offset included).
 #   mobilenet_v1 (Keras' MobileNet has the same trainable count; the paper says 4.2M):
@@ -55,10 +55,11 @@ PUBLISHED = {
 
 # Tracing a network costs about a second of CPU: each network is traced once per configuration
 # and shared between the tests (the results are read-only); its forward pass only, on the
-# variables below (a MobileNet's do not depend on the image size).
+# variables below (a MobileNet's do not depend on the image size), with XLA's convolutions (a
+# third of the CPU path's trace: tests/helpers.py).
 @functools.cache
 def profile(name, size=224, **kw):
-    fn = nets_factory.get_network_fn(name, num_classes=1000, **kw)
+    fn = nets_factory.get_network_fn(name, num_classes=1000, **kw, **XLA_CONVS)
     return summary.profile(fn, size, variables=variables(name, **kw))
 
 
@@ -66,7 +67,7 @@ def profile(name, size=224, **kw):
 def variables(name, **kw):
     if not kw:  # the registry's network: its committed variable tree, no trace
         return variable_trees.abstract(name)
-    fn = nets_factory.get_network_fn(name, num_classes=1000, **kw)
+    fn = nets_factory.get_network_fn(name, num_classes=1000, **kw, **XLA_CONVS)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     return jax.eval_shape(fn.init, jax.random.key(0), images)
 

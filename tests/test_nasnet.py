@@ -13,7 +13,7 @@ import nets_factory
 from nets import nasnet, nasnet_cells
 from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import numpy_variables
+from tests.helpers import numpy_variables, shape_trace_fields
 
 # Parameters of the inference graph (auxiliary head excluded), in millions: Zoph et al. Tables 1-3
 # (also Slim's nasnet README) and Liu et al.'s ImageNet tables. Checked at Slim's 1001
@@ -123,15 +123,16 @@ def abstract_init(module, train=True, batch=2):
 
 
 def test_aux_logits_only_in_training_and_switchable():
-    (_, end_points), variables = abstract_init(tiny("nasnet_cifar"))
+    xla = shape_trace_fields("nasnet_cifar")  # shapes only (why: tests/helpers.py)
+    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", **xla))
     # Two cells reduce before cell 0 and cell 1: the head reads Cell_0 (16x16 -> 4x4 pooled).
     assert end_points["aux_logits"].shape == (2, 10)
     assert variables["params"]["aux_0"]["conv"]["kernel"].shape == (4, 4, 128, 768)
-    (_, end_points), _ = abstract_init(tiny("nasnet_cifar"), train=False)
+    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", **xla), train=False)
     assert "aux_logits" not in end_points
-    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", use_aux_head=False))
+    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", use_aux_head=False, **xla))
     assert "aux_logits" not in end_points and "aux_0" not in variables["params"]
-    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", num_classes=0))
+    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", num_classes=0, **xla))
     assert "aux_logits" not in end_points  # no classes, no auxiliary classifier (as Slim)
 
 
@@ -155,8 +156,9 @@ def test_drop_path_rate_scales_with_depth(name, cells):
             rate[context.module.name] = context.module.drop_path_rate
         return next_fun(*args, **kwargs)
 
+    module = tiny(name, num_cells=3, use_aux_head=False, **shape_trace_fields(name))
     with nn.intercept_methods(record):
-        abstract_init(tiny(name, num_cells=3, use_aux_head=False), batch=1)
+        abstract_init(module, batch=1)
     p = nets_factory.networks_map[name].keywords["drop_path_rate"]
     assert p == {"nasnet_large": 0.3, "pnasnet_large": 0.4}[name]  # 1 - Slim's keep_prob
     assert list(rate) == cells

@@ -15,7 +15,7 @@ import nets_factory
 import nets_summary as summary
 from nets import efficientnet
 from tests import variable_trees
-from tests.helpers import TIMM_FEATURE_INFO, numpy_variables, shape_trace_fields
+from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables, shape_trace_fields
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order (its section
@@ -143,10 +143,13 @@ def test_shapes_and_end_points(name):
     for alias in ALIASES[name]:
         assert summary.recorded_sizes()[alias] == (size, params, macs // 5), alias
 
+    # The evaluation and feature-mode traces take XLA's convolutions (12 s less CPU in all): the
+    # training trace above ran the CPU path's forward on each of their convolutions, at the same
+    # maps (its choice of formulation reads the maps and the kernel, not the batch).
     if name in EVALUATION_TRACED:
         # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
         # end points, parameters and MACs above.
-        eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
+        eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **XLA_CONVS)
         measured = summary.profile(eval_fn, variables=variables)
         assert measured.end_points == {
             point: (1, *shape[1:]) for point, shape in end_points.items()
@@ -158,7 +161,7 @@ def test_shapes_and_end_points(name):
     # test_features_mode_* checks its init.)
     if name not in FEATURES_TRACED:
         return
-    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **fields)
+    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **XLA_CONVS)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     (feats, feat_points), _ = jax.eval_shape(
         lambda v, x: feat_fn.apply(v, x, **kw), variables, images
@@ -502,8 +505,9 @@ def test_bn_momentum_reaches_every_batch_norm(name):
             momenta.append(context.module.momentum)
         return next_fun(*args, **kwargs)
 
-    # NASNet's cells repeat: three build every kind of layer of its twelve.
-    fewer = FEWER_CELLS.get(name, {})
+    # NASNet's cells repeat: three build every kind of layer of its twelve. XLA's convolutions:
+    # the trace reads fields (tests/helpers.py).
+    fewer = {**FEWER_CELLS.get(name, {}), **XLA_CONVS}
     fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9, **fewer)
     with nn.intercept_methods(record):
         jax.eval_shape(fn.init, jax.random.key(0), abstract_images(fn, batch=1))

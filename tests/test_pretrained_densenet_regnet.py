@@ -46,7 +46,7 @@ def test_logits_are_the_references(case):
 def test_features_mode_returns_the_pooled_features():
     network_fn, variables = load("regnet_y", num_classes=0)
     assert "head" not in variables["params"]
-    pooled, end_points = network_fn.apply(variables, expected("regnet_y")["images"])
+    pooled, end_points = jax.jit(network_fn.apply)(variables, expected("regnet_y")["images"])
     assert pooled.shape == (2, 64) and "logits" not in end_points
 
 

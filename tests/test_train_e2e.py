@@ -221,10 +221,22 @@ def assert_each_record_averages_its_steps(records_of_two, every_step):
             assert value == (np.mean([r[key] for r in two]) if averaged else two[1][key]), key
 
 
-def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_path, cache):
-    base = train(tmp_path / "base", cache, "train.steps=3")
-    assert base.returncode == 0, base.stderr
-    head = ["model.num_classes=12", "train.steps=2", f"finetune.init_from={tmp_path / 'base'}"]
+@pytest.fixture(scope="module")
+def one_step(tmp_path_factory, cache):
+    """A finished one-step run of the tiny network: `(its workdir, its process)`. The fine-tuning
+    test starts from it and the class-count test resumes it (each train.steps is a program of
+    its own to compile: one run serves both)."""
+    workdir = tmp_path_factory.mktemp("one_step")
+    result = train(workdir, cache, "train.steps=1")
+    assert result.returncode == 0, result.stderr
+    return workdir, result
+
+
+def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(
+    tmp_path, cache, one_step
+):
+    base, _ = one_step
+    head = ["model.num_classes=12", "train.steps=2", f"finetune.init_from={base}"]
     mismatch = train(tmp_path / "bad", cache, *head)
     assert mismatch.returncode == 2
     warning, error = mismatch.stderr.strip().splitlines()  # 12 logits for 10 classes: a warning
@@ -233,7 +245,7 @@ def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_pa
     )
     assert error == (
         f"train.py: finetune.init_from: params/Dense_0/bias has shape (10,) in "
-        f"{tmp_path / 'base' / 'checkpoints' / '3' / 'state'} but (12,) here; exclude it with "
+        f"{base / 'checkpoints' / '1' / 'state'} but (12,) here; exclude it with "
         "a finetune.exclude regex"
     )
     tuned = train(
@@ -244,7 +256,7 @@ def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(tmp_pa
         "finetune.trainable=[Dense_0]",
     )
     assert tuned.returncode == 0, tuned.stderr
-    before = dict(leaves(final_state(tmp_path / "base", 3)["params"]))
+    before = dict(leaves(final_state(base, 1)["params"]))
     after = dict(leaves(final_state(tmp_path / "tuned", 2)["params"]))
     assert after["Dense_0/kernel"].shape == (8, 12)
     for name, value in after.items():
@@ -386,28 +398,27 @@ def test_a_workdir_inside_a_file_is_one_line_and_the_file_is_left_as_it_was(tmp_
     assert (tmp_path / "file").read_text() == "mine"
 
 
-def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing(tmp_path, cache):
-    one_step = train(tmp_path, cache, "train.steps=1")
-    assert one_step.returncode == 0, one_step.stderr
-    assert "n/a img/s" in one_step.stderr + one_step.stdout  # its only step is compilation
-    written = (tmp_path / "metrics.jsonl").read_text()
+def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing(cache, one_step):
+    workdir, first = one_step
+    assert "n/a img/s" in first.stderr + first.stdout  # its only step is compilation
+    written = (workdir / "metrics.jsonl").read_text()
     assert "NaN" not in written and "train/img_per_sec" not in written
-    saved = sorted(os.listdir(tmp_path / "checkpoints"))
-    resolved = (tmp_path / "config.yaml").read_text()
+    saved = sorted(os.listdir(workdir / "checkpoints"))
+    resolved = (workdir / "config.yaml").read_text()
     # (another optimizer: tests/test_training_checkpoint.py)
-    result = train(tmp_path, cache, "train.steps=1", "model.num_classes=12")
+    result = train(workdir, cache, "train.steps=1", "model.num_classes=12")
     assert result.returncode == 2
     warning, error = result.stderr.splitlines(keepends=True)
     assert "model.num_classes=12 but digits has 10 classes" in warning
     assert error == (
-        f"train.py: checkpoint {tmp_path / 'checkpoints' / '1'} has params/Dense_0/bias of shape "
+        f"train.py: checkpoint {workdir / 'checkpoints' / '1'} has params/Dense_0/bias of shape "
         "(10,), this config (12,): its workdir holds a run of another configuration (changed: "
         "model.num_classes: 10 -> 12); undo the change to resume that run, or use another "
         "workdir to start a new one\n"
     )
-    assert sorted(os.listdir(tmp_path / "checkpoints")) == saved
-    assert (tmp_path / "metrics.jsonl").read_text() == written
-    assert (tmp_path / "config.yaml").read_text() == resolved
+    assert sorted(os.listdir(workdir / "checkpoints")) == saved
+    assert (workdir / "metrics.jsonl").read_text() == written
+    assert (workdir / "config.yaml").read_text() == resolved
 
 
 def largest_file(folder):

@@ -50,28 +50,13 @@ def train_tiny_run(workdir, *overrides: str):
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
 
 
-# XLA's own convolutions in place of the CPU path (`nets.layers.cpu.conv`), whose shapes are XLA's
-# (tests/test_conv.py checks the two against each other on each kind of shape, NASNet's separable
-# ones included): a trace that reads only names, shapes, counts or MACs takes them at a half to a
-# quarter of the CPU (one operation per convolution instead of its formulations'). The registry
-# test (test_nets_factory.py::test_shapes_and_end_points) runs the CPU path on every network but
-# NASNet's at full size; tests of dtypes keep it too.
+# XLA's own convolutions in place of the CPU path (`nets.layers.cpu.conv`, `Conv`'s default on
+# CPU), whose shapes are XLA's: tests/test_conv.py checks the two against each other on each kind
+# of shape, and the registry test (test_nets_factory.py::test_shapes_and_end_points) on each
+# convolution of every network at its full size. A trace that reads only names, shapes, counts
+# or MACs takes them in a half to a fifth of the CPU on networks of many convolutions (one
+# operation each instead of the CPU path's formulations). Tests of dtypes keep the CPU path.
 XLA_CONVS = {"conv": functools.partial(Conv, impl="xla")}
-
-# NASNet's and PNASNet's thousands of depthwise taps take half of each of their traces on the CPU
-# path: even the registry test takes XLA's convolutions there. tests/test_nasnet.py traces
-# nasnet_mobile's training graph on the CPU path.
-_XLA_TRACED = {"nets.nasnet", "nets.pnasnet"}
-
-
-def shape_trace_fields(name: str) -> dict:
-    """Constructor fields for a registry test's trace of network `name`, which reads only shapes:
-    `XLA_CONVS` for NASNet's, none (the CPU path) for the others."""
-    import nets_factory
-
-    if nets_factory.networks_map[name].func.__module__ not in _XLA_TRACED:
-        return {}
-    return dict(XLA_CONVS)
 
 
 def training_gradients(fn, variables, images, rngs=None):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the benchmarks run as subprocesses
+
 ROOT = Path(__file__).parent.parent
 
 

@@ -58,6 +58,7 @@ def test_unreadable_image_is_one_line(tmp_path):
         predict.read_images([tmp_path / "x.jpg"], info)
 
 
+@pytest.mark.slow  # classify.py run as a subprocess
 def test_classify_command_errors_are_one_line():
     result = subprocess.run(
         [

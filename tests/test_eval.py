@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TINY_RUN, train_tiny_run
+from tests.helpers import TINY_RUN
 
 pytestmark = pytest.mark.slow  # eval.py and train.py run as subprocesses
 
@@ -30,10 +30,9 @@ def lines(path):
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run")
-    train_tiny_run(folder, "train.checkpoint_every=1", "train.keep_checkpoints=3")
-    return folder
+def workdir(tiny_run):
+    """conftest's `tiny_run`, which eval.py's and export.py's tests share."""
+    return tiny_run
 
 
 def test_a_checkpoint_evaluates_as_the_run_did(workdir):

@@ -12,7 +12,6 @@ import pytest
 
 import nets_factory
 from nets_inference import load
-from tests.helpers import train_tiny_run
 
 pytestmark = pytest.mark.slow  # export.py run as subprocesses on a trained run
 
@@ -57,10 +56,9 @@ def serve(tmp_path, artifact, images):
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run")
-    train_tiny_run(folder)
-    return folder
+def workdir(tiny_run):
+    """conftest's `tiny_run`, which eval.py's and export.py's tests share."""
+    return tiny_run
 
 
 @pytest.mark.cpu_only("the artifact is for the CPU (--platforms' default), served on this backend")

@@ -13,7 +13,7 @@ import nets_factory
 from nets import nasnet, nasnet_cells
 from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import numpy_variables, shape_trace_fields
+from tests.helpers import XLA_CONVS, numpy_variables
 
 # Parameters of the inference graph (auxiliary head excluded), in millions: Zoph et al. Tables 1-3
 # (also Slim's nasnet README) and Liu et al.'s ImageNet tables. Checked at Slim's 1001
@@ -123,16 +123,17 @@ def abstract_init(module, train=True, batch=2):
 
 
 def test_aux_logits_only_in_training_and_switchable():
-    xla = shape_trace_fields("nasnet_cifar")  # shapes only (why: tests/helpers.py)
-    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", **xla))
+    # The traces read shapes: XLA's convolutions (tests/helpers.py).
+    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", **XLA_CONVS))
     # Two cells reduce before cell 0 and cell 1: the head reads Cell_0 (16x16 -> 4x4 pooled).
     assert end_points["aux_logits"].shape == (2, 10)
     assert variables["params"]["aux_0"]["conv"]["kernel"].shape == (4, 4, 128, 768)
-    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", **xla), train=False)
+    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", **XLA_CONVS), train=False)
     assert "aux_logits" not in end_points
-    (_, end_points), variables = abstract_init(tiny("nasnet_cifar", use_aux_head=False, **xla))
+    no_head = tiny("nasnet_cifar", use_aux_head=False, **XLA_CONVS)
+    (_, end_points), variables = abstract_init(no_head)
     assert "aux_logits" not in end_points and "aux_0" not in variables["params"]
-    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", num_classes=0, **xla))
+    (_, end_points), _ = abstract_init(tiny("nasnet_cifar", num_classes=0, **XLA_CONVS))
     assert "aux_logits" not in end_points  # no classes, no auxiliary classifier (as Slim)
 
 
@@ -156,7 +157,7 @@ def test_drop_path_rate_scales_with_depth(name, cells):
             rate[context.module.name] = context.module.drop_path_rate
         return next_fun(*args, **kwargs)
 
-    module = tiny(name, num_cells=3, use_aux_head=False, **shape_trace_fields(name))
+    module = tiny(name, num_cells=3, use_aux_head=False, **XLA_CONVS)  # reads fields
     with nn.intercept_methods(record):
         abstract_init(module, batch=1)
     p = nets_factory.networks_map[name].keywords["drop_path_rate"]
@@ -230,7 +231,7 @@ def test_bfloat16_computes_in_bfloat16_with_float32_params():
 
 @pytest.mark.cpu_only("compiled at XLA's optimisation level 0, which its GPU backend refuses")
 def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():
-    images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+    images = jax.random.normal(jax.random.key(1), (2, 16, 16, 3))  # its auxiliary head needs 9 px
 
     def network(**fields):
         return nets_factory.get_network_fn(

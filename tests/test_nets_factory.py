@@ -1,5 +1,6 @@
 """The contract every network in `networks_map` keeps, checked through the public API."""
 
+import dataclasses
 import difflib
 import functools
 import math
@@ -14,8 +15,9 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import efficientnet
+from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables, shape_trace_fields
+from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order (its section
@@ -96,32 +98,53 @@ def auxiliary(path):
     return bool(path) and path[0].lower().startswith("aux")
 
 
+CONV_FIELDS = [f.name for f in dataclasses.fields(Conv) if f.name not in ("parent", "name")]
+
+
 def traced_init(fn, images):
-    """`(variables, end points {name: shape}, MACs but the auxiliary heads')` of one abstract
-    trace of `fn.init`, the training graph."""
-    outputs = []
+    """`(variables, end points {name: shape}, MACs but the auxiliary heads', convolutions)` of
+    one abstract trace of `fn.init`, the training graph; `convolutions` holds each distinct
+    `Conv` called (its fields and input) and its output."""
+    outputs, convolutions = [], {}
 
     def network_output(next_fun, args, kwargs, context):
         out = next_fun(*args, **kwargs)
-        if context.method_name == "__call__" and not isinstance(context.module.parent, nn.Module):
+        if context.method_name != "__call__":
+            return out
+        if not isinstance(context.module.parent, nn.Module):
             outputs.append({name: tuple(x.shape) for name, x in out[1].items()})
+        if isinstance(context.module, Conv):
+            fields = {f: getattr(context.module, f) for f in CONV_FIELDS}
+            x, y = (jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (args[0], out))
+            convolutions[repr((fields, x))] = (fields, x, y)
         return out
 
     with summary.counting_macs(exclude=auxiliary) as macs, nn.intercept_methods(network_output):
         variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     (end_points,) = outputs
-    return variables, end_points, sum(macs)
+    return variables, end_points, sum(macs), list(convolutions.values())
+
+
+def assert_the_cpu_path_gives_each_output(convolutions):
+    """Each convolution, traced alone on the CPU path (`nets.layers.cpu.conv`, `Conv`'s default
+    on CPU), gives the output that XLA's gave it in the network."""
+    for fields, x, y in convolutions:
+        conv = Conv(**{**fields, "impl": "cpu_fast"})
+        out, _ = jax.eval_shape(functools.partial(conv.init_with_output, jax.random.key(0)), x)
+        assert (out.shape, out.dtype) == (y.shape, y.dtype), (fields, x)
 
 
 @pytest.mark.slow  # one or two traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
-    # graph, auxiliary heads included.
-    fields = shape_trace_fields(name)  # NASNet's: XLA's convolutions (why: there)
-    fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
+    # graph, auxiliary heads included. Its convolutions are XLA's, and each distinct one is
+    # traced again alone on the CPU path: the same layers at the same maps, in 40% less CPU than
+    # the whole network on it (its formulations are many operations, repeated block after block).
+    fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **XLA_CONVS)
     images = abstract_images(fn, batch=5)
-    variables, end_points, macs = traced_init(fn, images)
+    variables, end_points, macs, convolutions = traced_init(fn, images)
+    assert_the_cpu_path_gives_each_output(convolutions)
     assert "params" in variables
     assert_tree_is_the_snapshots(name, variables)
     params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(variables["params"]))
@@ -143,9 +166,8 @@ def test_shapes_and_end_points(name):
     for alias in ALIASES[name]:
         assert summary.recorded_sizes()[alias] == (size, params, macs // 5), alias
 
-    # The evaluation and feature-mode traces take XLA's convolutions (12 s less CPU in all): the
-    # training trace above ran the CPU path's forward on each of their convolutions, at the same
-    # maps (its choice of formulation reads the maps and the kernel, not the batch).
+    # Evaluation and the feature mode call the training graph's convolutions at the same maps
+    # (the CPU path's choice of formulation reads the maps and the kernel, not the batch).
     if name in EVALUATION_TRACED:
         # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
         # end points, parameters and MACs above.
@@ -425,6 +447,9 @@ MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}
 NO_AUX = {"create_aux_logits": False, "use_aux_head": False}
 # Shorter NASNets trace faster and need the same sizes (the head follows the first reduction).
 FEWER_CELLS = {"nasnet_cifar": {"num_cells": 3}, "nasnet_mobile": {"num_cells": 3}}
+# NASNet's thousands of depthwise taps take half of each of its traces on the CPU path: its size
+# traces take XLA's convolutions, which run at the same sizes (tests/helpers.py).
+FEWER_TAPS = {name: {**cells, **XLA_CONVS} for name, cells in FEWER_CELLS.items()}
 CONVENTIONS = {
     "vgg11": ({"stage_sizes": (1, 1, 2), "stage_widths": (8, 16, 32)}, 8),
     "mobilenet_v1": ({"downsample_padding": ((0, 1), (0, 1))}, 31),  # Keras's
@@ -434,8 +459,7 @@ CONVENTIONS = {
 @pytest.mark.slow  # two to eight traces of each network
 @pytest.mark.parametrize("name", sorted(MIN_SIZES))
 def test_min_image_size_is_the_smallest_that_runs(name):
-    # Fewer NASNet cells, and XLA's convolutions (helpers.shape_trace_fields): the same sizes run.
-    fewer = {**FEWER_CELLS.get(name, {}), **shape_trace_fields(name)}
+    fewer = FEWER_TAPS.get(name, {})
     train = nets_factory.get_network_fn(name, 10, is_training=True, **fewer)
     size = MIN_TRAIN_SIZES.get(name, MIN_SIZES[name])
     assert train.min_image_size == size

@@ -21,7 +21,7 @@ import nets_weights
 from nets.resnet import BottleneckResNetBlock
 from nets_weights import WeightFileError, architectures, convert, published
 from tests import variable_trees
-from tests.helpers import shape_trace_fields
+from tests.helpers import XLA_CONVS
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -225,7 +225,7 @@ def variable_shapes(network, convention):
 
 @cache  # timm's and Keras's NASNet-A Large, timm's two Inception v3: one trace each
 def traced_shapes(network, shaping):
-    fields = {**dict(shaping), **shape_trace_fields(network)}
+    fields = {**dict(shaping), **XLA_CONVS}  # shapes only (tests/helpers.py)
     network_fn = nets_factory.get_network_fn(network, 1000, **fields)
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     return convert.leaf_shapes(jax.eval_shape(network_fn.init, jax.random.key(0), images))

@@ -7,6 +7,7 @@ between micro-batches in tests/test_accumulation.py.)"""
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 from safetensors.numpy import load_file
 
@@ -31,6 +32,7 @@ def image_folder(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # a run of the recipe, from a parity fixture: its train step compiles in ~5 s
 def test_the_fine_tuning_recipe_runs_from_published_weights(tmp_path):
     overrides = [
         f"data.dir={image_folder(tmp_path / 'images')}",

@@ -147,7 +147,7 @@ def test_shapes_and_end_points(name):
     assert_the_cpu_path_gives_each_output(convolutions)
     assert "params" in variables
     assert_tree_is_the_snapshots(name, variables)
-    params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(variables["params"]))
+    params = parameters(variables)
 
     # An auxiliary head gives logits in training; the other end points are evaluation's.
     aux = {point: end_points.pop(point) for point in list(end_points) if point.startswith("aux")}
@@ -156,8 +156,7 @@ def test_shapes_and_end_points(name):
     assert {"stem", "pre_logits", "logits", "predictions"} <= set(end_points), sorted(end_points)
     assert len(end_points) >= 6, sorted(end_points)  # and one entry per stage at least
     assert end_points["logits"] == (5, 1000)
-    features = end_points["pre_logits"]
-    assert len(features) == 2
+    assert len(end_points["pre_logits"]) == 2
     size = fn.default_image_size
     assert_pyramid_agrees(name, fn.module.feature_strides(), end_points, size)
     # Size, parameters and MACs per image are those `python -m nets_factory` lists
@@ -166,29 +165,57 @@ def test_shapes_and_end_points(name):
     for alias in ALIASES[name]:
         assert summary.recorded_sizes()[alias] == (size, params, macs // 5), alias
 
-    # Evaluation and the feature mode call the training graph's convolutions at the same maps
-    # (the CPU path's choice of formulation reads the maps and the kernel, not the batch).
+    if name in EVALUATION_TRACED or name in FEATURES_TRACED:
+        fields = {**XLA_CONVS, **SHORTER_TWINS.get(name, {})}
+        if name in SHORTER_TWINS:  # the same code paths, traced on the twin
+            fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
+            variables, end_points, macs, _ = traced_init(fn, images)
+            end_points = {p: s for p, s in end_points.items() if not p.startswith("aux")}
+            params = parameters(variables)
+        assert_evaluation_and_features(name, fields, variables, end_points, params, macs // 5)
+
+
+def parameters(variables):
+    return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(variables["params"]))
+
+
+# The NASNets' and PNASNets' evaluation and feature-mode traces (one code path per structure, as
+# above) are their 3-cell twins': the same cells, reductions and heads (8 of these five networks'
+# 40 CPU s in this test).
+SHORTER_TWINS = {
+    name: {"num_cells": 3}
+    for name in ("nasnet_cifar", "nasnet_mobile", "nasnet_large", "pnasnet_mobile", "pnasnet_large")
+}
+
+
+def assert_evaluation_and_features(name, fields, variables, end_points, params, macs):
+    """Evaluation and the feature mode of network `name` built with `fields` (the
+    training graph's convolutions at the same maps: the CPU path's choice of formulation reads the
+    maps and the kernel, not the batch), against its training trace: `variables`, `end_points`
+    without the auxiliary heads', trainable `params` and `macs` per image."""
+    size = nets_factory.get_network_fn(name, num_classes=1000).default_image_size
     if name in EVALUATION_TRACED:
         # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
-        # end points, parameters and MACs above.
-        eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **XLA_CONVS)
+        # end points, parameters and MACs of training.
+        eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
         measured = summary.profile(eval_fn, variables=variables)
         assert measured.end_points == {
             point: (1, *shape[1:]) for point, shape in end_points.items()
         }
-        assert (measured.image_size, measured.params, measured.macs) == (size, params, macs // 5)
+        assert (measured.image_size, measured.params, measured.macs) == (size, params, macs)
 
     # num_classes=0, in training: no logits layer, no auxiliary head; the output is the pooled
     # feature vector. (The variables carry a head that this network ignores;
     # test_features_mode_* checks its init.)
     if name not in FEATURES_TRACED:
         return
-    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **XLA_CONVS)
+    feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **fields)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
+    images = jax.ShapeDtypeStruct((5, size, size, 3), jnp.float32)
     (feats, feat_points), _ = jax.eval_shape(
         lambda v, x: feat_fn.apply(v, x, **kw), variables, images
     )
-    assert feats.shape == (5, features[1]) and "logits" not in feat_points
+    assert feats.shape == (5, end_points["pre_logits"][1]) and "logits" not in feat_points
     assert "aux_logits" not in feat_points
 
 

@@ -115,3 +115,15 @@ def check_source(workdir: str | None, weights: str | None, model: str | None) ->
         raise UserError(
             f"--model is for --weights; the run in {workdir} is the network its config.yaml names"
         )
+
+
+def check_eval_data(weights: str | None, config_file: str | None) -> None:
+    """eval's data, once `check_source` passed: published weights (`--weights`) are evaluated on
+    the data of the `--config` given, a training run (`--workdir`) on its own config.yaml's."""
+    if weights and not config_file:
+        raise UserError("--weights needs --config (the data to evaluate on)")
+    if not weights and config_file:
+        raise UserError(
+            "--config is for --weights; a run (--workdir) evaluates with its own config.yaml: "
+            "change a key with --set (e.g. --set data.dir=NEW)"
+        )

@@ -53,9 +53,8 @@ def main(argv: list[str]) -> None:
     exit_code = 0
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
+        common.check_eval_data(_WEIGHTS.value, _CONFIG.value)
         if _WEIGHTS.value:
-            if not _CONFIG.value:
-                raise UserError("--weights needs --config (the data to evaluate on)")
             cfg = config.load(Path(_CONFIG.value), _SET.value)
             common.check_overrides(
                 _SET.value, cfg.data.name, evaluate.WEIGHTS_KEYS, "evaluating published weights"
@@ -63,11 +62,6 @@ def main(argv: list[str]) -> None:
             records = [evaluate.evaluate_weights(_MODEL.value, _WEIGHTS.value, cfg)]
             append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
-            if _CONFIG.value:
-                raise UserError(
-                    "--config is for --weights; a run (--workdir) evaluates with its own "
-                    "config.yaml: change a key with --set (e.g. --set data.dir=NEW)"
-                )
             if _WATCH.value:
                 evaluate.wait_for_start(Path(_WORKDIR.value), _POLL.value, _GIVE_UP.value)
             data_name = load.run_config(Path(_WORKDIR.value).expanduser(), _SET.value).data.name

@@ -151,40 +151,51 @@ def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
     assert stderr.splitlines()[1:] == ["eval.py: SIGINT: stopped"]  # after the "watching" line
 
 
+# One case per stage where eval.py's errors arise (the messages of the others: the next tests).
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (
-            ["--workdir=/no/such/run"],
-            "--workdir /no/such/run: no config.yaml there (not a training run's folder)",
-        ),
-        (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # kept: steps 1..3
-        (
-            ["--set=data.bogus=1"],  # --set reaches the run's config.yaml
-            "unknown config key 'data.bogus'; valid keys in data: name, dir, ",
-        ),
-        (
-            ["--config=configs/default.yaml"],
-            "--config is for --weights; a run (--workdir) evaluates with its own config.yaml: "
-            "change a key with --set (e.g. --set data.dir=NEW)",
-        ),
-        (
-            ["--weights=w.safetensors", "--model=resnet50"],
-            "--weights needs --config (the data to evaluate on)",
-        ),
-        (
+        (  # the run's config.yaml read; "evaluating a run" is main's own word
             ["--set=optim.lr=5"],
             "--set optim.lr would change nothing: evaluating a run reads only model: name, "
             "num_classes, dtype, kwargs; data: name, dir, ",
         ),
+        (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # its data and step built
     ],
 )
 def test_bad_input_is_one_line(workdir, flags, message):
-    given = [f"--workdir={workdir}"] if flags[0].startswith(("--step", "--set", "--config")) else []
-    result = run(*given, *flags)
+    result = run(f"--workdir={workdir}", *flags)
     assert result.returncode == 2
     assert result.stderr.startswith(f"eval.py: {message.format(workdir=workdir)}")
-    assert result.stderr.count("\n") == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_a_run_evaluates_on_its_own_config_and_weights_on_the_one_given(workdir):
+    from nets_cli import common
+    from nets_inference import load
+    from nets_training.errors import UserError
+
+    common.check_eval_data(None, None)
+    common.check_eval_data("w.safetensors", "configs/default.yaml")
+    with pytest.raises(UserError) as error:
+        common.check_eval_data("w.safetensors", None)
+    assert str(error.value) == "--weights needs --config (the data to evaluate on)"
+    with pytest.raises(UserError) as error:
+        common.check_eval_data(None, "configs/default.yaml")
+    assert str(error.value) == (
+        "--config is for --weights; a run (--workdir) evaluates with its own config.yaml: "
+        "change a key with --set (e.g. --set data.dir=NEW)"
+    )
+    with pytest.raises(UserError) as error:
+        load.run_config(Path("/no/such/run"))
+    assert str(error.value) == (
+        "--workdir /no/such/run: no config.yaml there (not a training run's folder)"
+    )
+    with pytest.raises(UserError) as error:
+        load.run_config(workdir, ["data.bogus=1"])  # --set reaches the run's config.yaml
+    assert str(error.value).startswith(
+        "unknown config key 'data.bogus'; valid keys in data: name, dir, "
+    )
 
 
 def test_set_refuses_what_evaluation_would_not_read():
@@ -197,8 +208,14 @@ def test_set_refuses_what_evaluation_would_not_read():
 
     check(["data.eval_batch_size=60", "model.kwargs.num_filters=4", "train.steps=10"])
     check(["data.name=imagefolder", "data.dir=/elsewhere"], "imagefolder")  # its source reads it
-    with pytest.raises(UserError, match=r"^--set data.dir would change nothing: data.name=digits"):
-        check(["data.dir=/elsewhere"])
+    digits_dir = (
+        "--set data.dir would change nothing: data.name=digits does not read it (only cifar10, "
+        "cifar100, imagefolder, tfds do)"
+    )
+    for reads in (evaluate.RUN_KEYS, None):  # None: train.py's check, of every key
+        with pytest.raises(UserError) as error:
+            check(["data.dir=/elsewhere"], reads=reads)
+        assert str(error.value) == digits_dir
     with pytest.raises(UserError, match=r"^--set data.flip would change nothing: evaluation "):
         check(["data={eval_batch_size: 60, flip: true}"])  # a mapping sets each of its keys
     with pytest.raises(UserError, match=r"^--set model.name .* reads only data: name, dir, "):

@@ -102,32 +102,50 @@ def test_published_weights_export_with_their_preprocessing(tmp_path):
     assert "probabilities2" not in out
 
 
+# One case per stage where export.py's errors arise (the messages of the others: the next test).
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (
-            ["--out=x"],
-            "give --workdir (a training run's folder) or --weights (published weights: a file, "
-            "folder, Hub name or URL)\n",
-        ),
-        (
-            ["--workdir=r", "--weights=w", "--out=x"],
-            "give --workdir (a training run) or --weights, not both",
-        ),
+        # Before JAX is imported; the flag's description is main's own.
         (["--workdir=r"], "--out is required: the artifact to write, e.g. --out=r50.jaxexport\n"),
+        # After, building the network: a ValueError (WeightFileError) rather than a UserError.
         (["--weights=w.safetensors", "--out=x"], "no such weight file or folder: w.safetensors"),
-        (["--workdir=/no/such/run", "--out=x"], "--workdir /no/such/run: no config.yaml there"),
-        (["--workdir=r", "--model=resnet50", "--out=x"], "--model is for --weights; the run in r"),
-        (
-            ["--weights=w.safetensors", "--platforms=cpu,bogus", "--out=x"],
-            "--platforms: 'bogus': give some of cpu, cuda, rocm, tpu",
-        ),
     ],
 )
 def test_bad_input_is_one_line(flags, message):
     result = run("export.py", *flags)
     assert result.returncode == 2 and result.stderr.startswith(f"export.py: {message}")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_a_source_and_platforms_that_cannot_be_exported_are_one_line():
+    from nets_cli import common
+    from nets_inference import export
+    from nets_training.errors import UserError
+
+    def refused(make, *args):
+        with pytest.raises(UserError) as error:
+            make(*args)
+        return str(error.value)
+
+    assert refused(common.check_source, None, None, None) == (
+        "give --workdir (a training run's folder) or --weights (published weights: a file, "
+        "folder, Hub name or URL)"
+    )
+    assert refused(common.check_source, "r", "w", None) == (
+        "give --workdir (a training run) or --weights, not both"
+    )
+    assert refused(common.check_source, "r", None, "resnet50") == (
+        "--model is for --weights; the run in r is the network its config.yaml names"
+    )
+    common.check_source("r", None, None)
+    common.check_source(None, "w", "resnet50")
+    assert refused(export.Options, "uint8", False, ("cpu", "bogus")) == (
+        "--platforms: 'bogus': give some of cpu, cuda, rocm, tpu"
+    )
+    assert refused(load.from_workdir, "/no/such/run") == (
+        "--workdir /no/such/run: no config.yaml there (not a training run's folder)"
+    )
 
 
 def test_a_missing_step_names_it(tmp_path, workdir):

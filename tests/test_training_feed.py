@@ -12,6 +12,7 @@ from helpers import train_tiny_run
 
 from nets_training import data, loop, sharding, sources
 from nets_training.config import DataConfig
+from nets_training.errors import UserError
 
 
 def test_train_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monkeypatch, capsys):
@@ -131,3 +132,13 @@ def test_the_resolved_config_says_the_workers_and_threads_that_ran(monkeypatch):
     cfg = loop.Config(data=DataConfig(name="digits"))
     resolved, _, _ = loop.resolve(cfg)
     assert (resolved.data.workers, resolved.data.threads) == (0, 2)
+
+
+@pytest.mark.cpu_only("the 4 devices conftest forces on the CPU")
+def test_a_batch_the_devices_cannot_split_evenly_names_the_key_and_a_size_that_splits():
+    assert sharding.local_batch_size(32, "data.batch_size") == 32  # one process: all of it
+    with pytest.raises(UserError) as error:
+        sharding.local_batch_size(30, "data.batch_size")
+    assert str(error.value) == (
+        "data.batch_size=30 must be divisible by the number of devices (4); try 28"
+    )

@@ -109,6 +109,25 @@ def test_mean_and_std_need_one_value_per_channel():
 
 
 @pytest.mark.parametrize(
+    ("override", "message", "named"),
+    [
+        (
+            "model.name=resnet5O",
+            "model.name: Unknown network 'resnet5O': did you mean ",
+            "resnet50",
+        ),
+        ("model.kwargs.depth=3", "model.kwargs: resnet20 got unexpected keyword argument", "depth"),
+    ],
+)
+def test_an_unknown_network_or_field_names_the_key(override, message, named):
+    model = config.load(DEFAULT, [override]).model
+    with pytest.raises(UserError) as error:
+        loop.network_fns(model, 10)
+    said = str(error.value)
+    assert said.startswith(message) and f"'{named}'" in said and "\n" not in said
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ("{num_filters: abc}", "model.kwargs.num_filters: expected int, got 'abc' (str)"),

@@ -193,7 +193,19 @@ def initialized(
     abstract = jax.eval_shape(network_fn.init, jax.random.key(0), images)
     variables, kept, info = _fill(weights, source, arch, network_fn, abstract, ())
     if kept:  # a new classifier: initialised as `init` would
-        fresh = jax.jit(network_fn.init)(rng if rng is not None else jax.random.key(0), images)
+
+        def new_leaves(rng, images):
+            # Only the leaves still abstract come out (None elsewhere): XLA drops the rest of
+            # `init`, a forward pass at full size (3.0 s of CPU against 0.3 s for a thinned
+            # MobileNet V3 at 224 px), and the values are the same.
+            fresh = network_fn.init(rng, images)
+            return jax.tree.map(
+                lambda ours, new: new if isinstance(ours, jax.ShapeDtypeStruct) else None,
+                variables,
+                fresh,
+            )
+
+        fresh = jax.jit(new_leaves)(rng if rng is not None else jax.random.key(0), images)
         variables = jax.tree.map(
             lambda ours, new: new if isinstance(ours, jax.ShapeDtypeStruct) else ours,
             variables,

@@ -2,6 +2,7 @@
 timm's ports of Slim's, `tf_in1k`) and torchvision's GoogLeNet, on fixtures of thinned reference
 networks (tools/fixtures_inception.py)."""
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -43,10 +44,16 @@ def relative_error(logits, reference):
     return float(np.max(np.abs(np.asarray(logits) - reference)) / np.max(np.abs(reference)))
 
 
+@functools.cache  # read-only: the parity test and the tests of the loaded network share each load
+def loaded(case):
+    name, kwargs, _, _ = CASES[case]
+    return nets_factory.load_pretrained(name, PARITY / case, **kwargs)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_logits_are_the_references(case):
     name, kwargs, source, wrong = CASES[case]
-    network_fn, variables = nets_factory.load_pretrained(name, PARITY / case, **kwargs)
+    network_fn, variables = loaded(case)
     assert network_fn.pretrained.source == source
     reference = load_file(PARITY / case / "expected.safetensors")
     logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
@@ -55,7 +62,9 @@ def test_logits_are_the_references(case):
         return
     # The average pools' convention matters (the BatchNorm scale is a variable: it stays). The
     # relative error is 1.8 (torchvision's weights) and 0.94 (Slim's, where it is also what timm
-    # computes with them) on these fixtures.
+    # computes with them) on these fixtures. Once from each value: every Slim Inception's pools
+    # are `inception_utils.AvgPool`, so inception_v3_tf's case shows it for Slim's weights in
+    # Inception v4, Inception-ResNet-v2 and Keras's files too (their tests pin the convention).
     other = nets_factory.get_network_fn(name, 10, create_aux_logits=False, **wrong, **kwargs)
     unmarked = published.without_mark(variables)  # the mark would refuse `other`
     wrong_logits, _ = jax.jit(other.apply)(unmarked, reference["images"])
@@ -63,9 +72,7 @@ def test_logits_are_the_references(case):
 
 
 def test_torchvision_weights_load_with_their_conventions_and_without_aux_heads():
-    network_fn, variables = nets_factory.load_pretrained(
-        "inception_v3", PARITY / "inception_v3", **V3
-    )
+    network_fn, variables = loaded("inception_v3")
     info = network_fn.pretrained  # a file without a config: the architecture's inputs
     assert (info.image_size, info.mean, info.std) == (299, (0.5,) * 3, (0.5,) * 3)
     module = network_fn.module
@@ -138,9 +145,7 @@ def test_googlenet_aux_heads_load_when_asked_for_and_fine_tuning_replaces_the_he
     kwargs = CASES["googlenet"][1]
     tensors = load_file(PARITY / "googlenet" / "model.safetensors")
     assert any(k.startswith(("aux1.", "aux2.")) for k in tensors)
-    network_fn, variables = nets_factory.load_pretrained(
-        "googlenet", PARITY / "googlenet", **kwargs
-    )
+    network_fn, variables = loaded("googlenet")
     info = network_fn.pretrained  # torchvision's transform_input, as preprocessing
     assert (info.image_size, info.mean, info.std) == (224, (0.5,) * 3, (0.5,) * 3)
     assert "aux1" not in variables["params"] and "aux2" not in variables["params"]

@@ -11,7 +11,6 @@ from safetensors.numpy import load_file
 
 import nets_factory
 import nets_weights
-from nets_weights import published
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
 
@@ -34,14 +33,12 @@ def test_logits_are_the_references(name):
     reference = load_file(PARITY / name / "expected.safetensors")
     logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
-    # PyTorch's default average pools (counting the padding) compute another function: the
-    # relative error is 0.58 (v4) and 0.32 (Inception-ResNet-v2) on these fixtures.
-    pytorch_pools = {"batch_norm_scale": True, "count_include_pad": True}
-    other = nets_factory.get_network_fn(
-        name, 10, create_aux_logits=False, **pytorch_pools, **THIN[name]
-    )
-    wrong_logits, _ = jax.jit(other.apply)(published.without_mark(variables), reference["images"])
-    assert relative_error(wrong_logits, reference["logits"]) > 0.1
+    # That PyTorch's average pools (counting the padding) compute another function of Slim's
+    # weights (0.58 for v4, 0.32 for Inception-ResNet-v2 on these fixtures) is shown once for
+    # every Slim Inception, whose pools are one layer (`inception_utils.AvgPool`, its field from
+    # the shared builder): test_pretrained_inception.py's inception_v3_tf case, where the other
+    # network compiles in a fraction of these (Inception-ResNet-v2's: ~5 s of CPU).
+    # test_names_pair_up_and_the_conventions_are_timms pins the convention here.
 
 
 # Our variables (module path and leaf) and the timm keys that fill them, paired by position.

@@ -12,7 +12,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 import nets_weights
-from nets_weights import architectures, published
+from nets_weights import architectures
 from nets_weights.keras_inception import renumber
 from tests.test_pretrained import FIXTURES, relative_error, state_dict_index
 
@@ -173,7 +173,7 @@ def test_dense_predictions_fill_our_1x1_logits_convolution():
     np.testing.assert_array_equal(ours, kernel[None, None])
 
 
-def test_timm_and_torchvision_conventions_raise_and_compute_another_function():
+def test_timm_and_torchvision_conventions_raise():
     case = "keras_inception_v3"
     # The registry name reads the file's keys: Keras's conventions, not timm's.
     assert (
@@ -184,11 +184,6 @@ def test_timm_and_torchvision_conventions_raise_and_compute_another_function():
         key, value = next(iter(change.items()))
         with pytest.raises(ValueError, match=rf"trained with {key}=False; {key}={value}"):
             nets_factory.load_pretrained("inception_v3", fixture(case), **change, **THIN[case])
-    # PyTorch's average pools (counting the padding) on the same weights: another function (26%).
-    _, variables = load(case)
-    torch_pools = nets_factory.get_network_fn(
-        "inception_v3", 10, **{**SLIM, "count_include_pad": True}, **THIN[case]
-    )
-    reference = load_file(PARITY / case / "expected.safetensors")
-    logits, _ = jax.jit(torch_pools.apply)(published.without_mark(variables), reference["images"])
-    assert relative_error(logits, reference["logits"]) > 0.1
+    # That PyTorch's average pools (counting the padding) compute another function of Slim's
+    # weights (26% on this fixture) is shown once for all Slim Inceptions, whose pools are one
+    # layer: test_pretrained_inception.py's inception_v3_tf case.

@@ -187,9 +187,10 @@ def parameters(variables):
     return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(variables["params"]))
 
 
-# The NASNets' and PNASNets' evaluation and feature-mode traces (one code path per structure, as
-# above) are their 3-cell twins': the same cells, reductions and heads (8 of these five networks'
-# 40 CPU s in this test).
+# The NASNets' and PNASNets' 3-cell twins: the same cells, reductions and heads, and the same
+# minimum sizes (the head follows the first reduction), in a fraction of the trace. Their
+# evaluation and feature-mode traces here (one code path per structure, as above) are the twins'
+# (8 of these five networks' 40 CPU s in this test), and so are the size and momentum tests'.
 SHORTER_TWINS = {
     name: {"num_cells": 3}
     for name in ("nasnet_cifar", "nasnet_mobile", "nasnet_large", "pnasnet_mobile", "pnasnet_large")
@@ -480,11 +481,9 @@ MIN_SIZES = {
 # With an auxiliary head, which `init` always builds and training runs.
 MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}
 NO_AUX = {"create_aux_logits": False, "use_aux_head": False}
-# Shorter NASNets trace faster and need the same sizes (the head follows the first reduction).
-FEWER_CELLS = {"nasnet_cifar": {"num_cells": 3}, "nasnet_mobile": {"num_cells": 3}}
 # NASNet's thousands of depthwise taps take half of each of its traces on the CPU path: its size
 # traces take XLA's convolutions, which run at the same sizes (tests/helpers.py).
-FEWER_TAPS = {name: {**cells, **XLA_CONVS} for name, cells in FEWER_CELLS.items()}
+FEWER_TAPS = {name: {**cells, **XLA_CONVS} for name, cells in SHORTER_TWINS.items()}
 CONVENTIONS = {
     "vgg11": ({"stage_sizes": (1, 1, 2), "stage_widths": (8, 16, 32)}, 8),
     "mobilenet_v1": ({"downsample_padding": ((0, 1), (0, 1))}, 31),  # Keras's
@@ -566,7 +565,7 @@ def test_bn_momentum_reaches_every_batch_norm(name):
 
     # NASNet's cells repeat: three build every kind of layer of its twelve. XLA's convolutions:
     # the trace reads fields (tests/helpers.py).
-    fewer = {**FEWER_CELLS.get(name, {}), **XLA_CONVS}
+    fewer = {**SHORTER_TWINS.get(name, {}), **XLA_CONVS}
     fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9, **fewer)
     with nn.intercept_methods(record):
         jax.eval_shape(fn.init, jax.random.key(0), abstract_images(fn, batch=1))

@@ -220,20 +220,45 @@ def state_dict_index():
 
 # Constructor fields that change no variable's shape: a network built with them has the variable
 # tree of the registry's, which tests/variable_trees.txt holds (test_nets_factory checks it
-# against a live trace); other conventions (no BatchNorm scale, no auxiliary head) are traced.
+# against a live trace).
 SHAPE_NEUTRAL = {"padding", "bn_epsilon", "count_include_pad", "downsample_padding"}
 SHAPE_NEUTRAL |= {"strided_pool_padding", "larger_maps"}
+# Conventions whose tree follows from the registry's: no auxiliary head drops its subtree (a
+# top-level module named aux*, as test_nets_factory defines it); a BatchNorm scale is a `scale`
+# beside each BatchNorm's bias, shaped as its running mean. Other conventions are traced.
+WITHOUT_AUX = {"create_aux_logits": False, "use_aux_head": False}
+WITH_BN_SCALE = {"batch_norm_scale": True}
 
 
 def variable_shapes(network, convention):
     """`convert.leaf_shapes` of `network`'s variables at 1000 classes, built with `convention`."""
-    shaping = {key: value for key, value in convention.items() if key not in SHAPE_NEUTRAL}
-    if not shaping:
-        return variable_trees.leaf_shapes(variable_trees.section(network))
-    return dict(traced_shapes(network, tuple(sorted(shaping.items()))))
+    module = nets_factory.get_network_fn(network, 1000).module
+    shaping = {
+        key: value
+        for key, value in convention.items()
+        if key not in SHAPE_NEUTRAL and getattr(module, key) != value
+    }
+    if not shaping.items() <= {**WITHOUT_AUX, **WITH_BN_SCALE}.items():
+        return dict(traced_shapes(network, tuple(sorted(shaping.items()))))
+    shapes = variable_trees.leaf_shapes(variable_trees.section(network))
+    if shaping.keys() & WITHOUT_AUX.keys():
+        shapes = {path: shape for path, shape in shapes.items() if not auxiliary(path[1])}
+    if shaping.keys() & WITH_BN_SCALE.keys():
+        scales = {
+            ("params", *path[1:-1], "scale"): shape
+            for path, shape in shapes.items()
+            if path[0] == "batch_stats" and path[-1] == "mean"
+        }
+        assert not scales.keys() & shapes.keys(), "a BatchNorm already has a scale"
+        shapes |= scales
+    return shapes
 
 
-@cache  # timm's and Keras's NASNet-A Large, timm's two Inception v3: one trace each
+def auxiliary(module):
+    return module.lower().startswith("aux")
+
+
+@cache  # the ResNet v2s without a bias beside their BatchNorms: one trace each
 def traced_shapes(network, shaping):
     fields = {**dict(shaping), **XLA_CONVS}  # shapes only (tests/helpers.py)
     network_fn = nets_factory.get_network_fn(network, 1000, **fields)

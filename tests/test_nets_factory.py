@@ -79,13 +79,15 @@ def structure(name):
 
 # Evaluation (no rng, no mutable collection, no auxiliary logits) is one code path per structure:
 # traced for the structure's network of fewest MACs (45 of 101). Every network's training trace
-# has evaluation's end points and MACs, plus its auxiliary heads'.
+# has evaluation's end points and MACs, plus its auxiliary heads'. Where that network is also
+# its file's in FEATURES_TRACED, its evaluation is traced in the feature mode.
 _BY_STRUCTURE = {}
 for _name in TRACED:
     _BY_STRUCTURE.setdefault(structure(_name), []).append(_name)
 EVALUATION_TRACED = fewest_macs(_BY_STRUCTURE.values())
 # The feature mode (num_classes=0) is one code path per family's file (its modules share their
-# head): traced for the file's network of fewest MACs.
+# head): traced for the file's network of fewest MACs (which is also its structure's), in
+# evaluation, and in training too where it has auxiliary heads to leave out.
 _BY_FILE = {}
 for _name in TRACED:
     _BY_FILE.setdefault(nets_factory.networks_map[_name].func.__module__, []).append(_name)
@@ -198,34 +200,45 @@ SHORTER_TWINS = {
 
 
 def assert_evaluation_and_features(name, fields, variables, end_points, params, macs):
-    """Evaluation and the feature mode of network `name` built with `fields` (the
-    training graph's convolutions at the same maps: the CPU path's choice of formulation reads the
-    maps and the kernel, not the batch), against its training trace: `variables`, `end_points`
-    without the auxiliary heads', trainable `params` and `macs` per image."""
+    """Evaluation (and, for one network of each family's file, the feature mode) of network
+    `name` built with `fields` (the training graph's convolutions at the same maps: the CPU path's
+    choice of formulation reads the maps and the kernel, not the batch), against its training
+    trace: `variables`, `end_points` without the auxiliary heads', trainable `params` and `macs`
+    per image."""
     size = nets_factory.get_network_fn(name, num_classes=1000).default_image_size
-    if name in EVALUATION_TRACED:
+    if name not in FEATURES_TRACED:
         # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
-        # end points, parameters and MACs of training.
+        # end points, parameters and MACs of training, as `python -m nets_factory` lists them.
         eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
         measured = summary.profile(eval_fn, variables=variables)
         assert measured.end_points == {
             point: (1, *shape[1:]) for point, shape in end_points.items()
         }
         assert (measured.image_size, measured.params, measured.macs) == (size, params, macs)
-
-    # num_classes=0, in training: no logits layer, no auxiliary head; the output is the pooled
-    # feature vector. (The variables carry a head that this network ignores;
-    # test_features_mode_* checks its init.)
-    if name not in FEATURES_TRACED:
         return
+
+    # The feature mode (num_classes=0) in evaluation: the same, less the logits layer (its end
+    # points and its MACs); the output is the pooled feature vector. (The variables carry a head
+    # that this network ignores; test_features_mode_* checks its init.)
+    width = end_points["pre_logits"][1]
+    feat_fn = nets_factory.get_network_fn(name, num_classes=0, **fields)
+    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    with summary.counting_macs() as feature_macs:
+        feats, feat_points = jax.eval_shape(feat_fn.apply, variables, images)
+    head = {"logits", "predictions"}
+    assert {p: tuple(s.shape) for p, s in feat_points.items()} == {
+        point: (1, *shape[1:]) for point, shape in end_points.items() if point not in head
+    }
+    assert feats.shape == (1, width) and sum(feature_macs) == macs - width * 1000
+    if not any(auxiliary((module,)) for module in variables["params"]):
+        return
+    # ... and in training, where it makes no auxiliary logits either.
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **fields)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
-    images = jax.ShapeDtypeStruct((5, size, size, 3), jnp.float32)
     (feats, feat_points), _ = jax.eval_shape(
         lambda v, x: feat_fn.apply(v, x, **kw), variables, images
     )
-    assert feats.shape == (5, end_points["pre_logits"][1]) and "logits" not in feat_points
-    assert "aux_logits" not in feat_points
+    assert feats.shape == (1, width) and not {"logits", "aux_logits"} & feat_points.keys()
 
 
 def test_tf_ports_are_their_twins_under_tensorflows_settings():

@@ -119,10 +119,10 @@ def assert_same_state(a, b, **tolerance):
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def interrupt(workdir, cache, signum, *sets, at_step=3, cwd=ROOT):
+def interrupt(workdir, cache, signum, *sets, at_step=3, logged=None, cwd=ROOT):
     """Starts a run (`sets`: config overrides), sends `signum` once checkpoint `at_step` is
-    complete; returns (rc, stderr). `workdir` None: the run is given none, and makes its own
-    under `cwd`/runs."""
+    complete (or, given `logged`, once it has logged step `logged`); returns (rc, stderr).
+    `workdir` None: the run is given none, and makes its own under `cwd`/runs."""
     process = subprocess.Popen(
         command(workdir, cache, *sets),
         env=environment(),
@@ -132,8 +132,16 @@ def interrupt(workdir, cache, signum, *sets, at_step=3, cwd=ROOT):
         cwd=cwd,
     )
     deadline = time.time() + 240
-    pattern = f"{workdir or Path(cwd, 'runs', '*')}/checkpoints/{at_step}"
-    while not glob.glob(pattern):
+    folder = workdir or Path(cwd, "runs", "*")
+
+    def ready():
+        if logged is None:
+            return glob.glob(f"{folder}/checkpoints/{at_step}")
+        metrics = Path(workdir, "metrics.jsonl")
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        return any(json.loads(line)["step"] == logged for line in lines if line.endswith("}"))
+
+    while not ready():
         assert process.poll() is None, process.communicate()[1]
         assert time.time() < deadline
         time.sleep(0.02)
@@ -143,7 +151,7 @@ def interrupt(workdir, cache, signum, *sets, at_step=3, cwd=ROOT):
 
 
 @pytest.mark.cpu_only("4 forced CPU devices against 1, 'on 1 cpu device'")
-def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(tmp_path, cache):
+def test_train_resumes_exactly_after_sigterm_and_sigkill_and_matches_one_device(tmp_path, cache):
     straight = train(tmp_path / "straight", cache)
     assert straight.returncode == 0, straight.stderr
     assert "done: 12 steps, best eval top-1" in straight.stderr + straight.stdout
@@ -160,15 +168,6 @@ def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(
     assert source_defaults == {"mean": [0.3046], "std": [0.3754], "crop": "pad", "flip": False}
     expected = final_state(tmp_path / "straight")
 
-    returncode, _ = interrupt(tmp_path / "killed", cache, signal.SIGKILL)
-    assert returncode == -signal.SIGKILL
-    assert (tmp_path / "killed" / LOCK_FILE).exists()  # its lock died with it
-    resumed = train(tmp_path / "killed", cache)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resumed at step" in resumed.stderr + resumed.stdout
-    assert records(tmp_path / "killed") == reference
-    assert_same_state(final_state(tmp_path / "killed"), expected)
-
     # Started without --workdir, as the README's `python train.py`: the hint names the one used.
     # It logs every step, so that each of the straight run's records is seen to average two.
     (tmp_path / "stopped").mkdir()
@@ -184,6 +183,16 @@ def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(
     assert (workdir / "checkpoints" / str(saved_at)).is_dir()
     hint = shlex.split(line.split("; to resume, run: ")[1])
     assert hint == [*command(None, cache, every_step), f"--workdir=runs/{workdir.name}"]
+
+    # Resumed, then killed as soon as it has logged a step: its lock dies with it, the records
+    # it wrote past the checkpoint are dropped, and the hint, run again, ends the run as the
+    # straight one ended.
+    assert saved_at < STEPS - 2, line
+    returncode, stderr = interrupt(
+        workdir, cache, signal.SIGKILL, every_step, logged=saved_at + 1, cwd=tmp_path / "stopped"
+    )
+    assert returncode == -signal.SIGKILL, stderr
+    assert (workdir / LOCK_FILE).exists()
     again = subprocess.run(
         hint,
         env=environment(),
@@ -193,8 +202,10 @@ def test_train_resumes_exactly_after_sigkill_and_sigterm_and_matches_one_device(
         cwd=workdir.parent.parent,
     )
     assert again.returncode == 0, again.stderr
-    assert f"resumed at step {saved_at}" in again.stderr + again.stdout
-    assert_each_record_averages_its_steps(reference, records(workdir))
+    assert "resumed at step" in again.stderr + again.stdout
+    resumed = records(workdir)
+    assert [r["step"] for r in resumed if "train/loss" in r] == list(range(1, STEPS + 1))
+    assert_each_record_averages_its_steps(reference, resumed)
     assert_same_state(final_state(workdir), expected)
     # (SIGINT, a Ctrl-C: test_ctrl_c_reaches_the_data_workers_too_and_the_run_stops_...)
 

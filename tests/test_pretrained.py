@@ -7,6 +7,7 @@ import shutil
 from functools import cache, partial
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -291,6 +292,22 @@ def copy_fixture(tmp_path, case="resnet_basic"):
 
 def load_basic(path, **kw):
     return nets_factory.load_pretrained("resnet18", path, **PARITY["resnet_basic"][1], **kw)
+
+
+def test_a_second_load_of_a_network_traces_nothing():
+    # The variables' shapes come from one trace per network and image size: two checkpoints of one
+    # network (or one file under two names) load without tracing it again.
+    calls = []
+
+    def record(next_fun, args, kwargs, context):
+        calls.append(context.module)
+        return next_fun(*args, **kwargs)
+
+    _, first = load_basic(FIXTURES / "parity" / "resnet_basic")
+    with nn.intercept_methods(record):
+        _, second = load_basic(FIXTURES / "parity" / "resnet_basic")
+    assert not calls
+    jax.tree.map(np.testing.assert_array_equal, first, second)
 
 
 def edit_tensors(folder, change):

@@ -1,5 +1,6 @@
 """Shared test helpers."""
 
+import contextlib
 import functools
 import json
 import math
@@ -8,6 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import random as jax_random
 
 from nets.layers import Conv
 
@@ -57,6 +59,40 @@ def train_tiny_run(workdir, *overrides: str):
 # or MACs takes them in a half to a fifth of the CPU on networks of many convolutions (one
 # operation each instead of the CPU path's formulations). Tests of dtypes keep the CPU path.
 XLA_CONVS = {"conv": functools.partial(Conv, impl="xla")}
+
+
+@contextlib.contextmanager
+def shapes_only_draws():
+    """JAX's normal, truncated normal and uniform draws give zeros of the requested shape and
+    dtype inside: for traces that read shapes only (`jax.eval_shape` of `init`, or of `apply`,
+    where flax checks each parameter's shape against its initialiser's). Each distinct shape's
+    draw is a trace of its own, 16% of the registry's shape traces. Initialisers look these up in
+    `jax._src.random` when called; should that change, traces are slower, not wrong."""
+    originals = {
+        name: getattr(jax_random, name) for name in ("truncated_normal", "normal", "uniform")
+    }
+
+    def truncated_normal(key, lower, upper, shape=None, dtype=None, **kwargs):
+        if shape is None:
+            shape = np.broadcast_shapes(np.shape(lower), np.shape(upper))
+        return jnp.zeros(shape, dtype)
+
+    def normal(key, shape=(), dtype=None, **kwargs):
+        return jnp.zeros(shape, dtype)
+
+    def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0, **kwargs):
+        return jnp.zeros(shape, dtype)
+
+    jax_random.truncated_normal, jax_random.normal, jax_random.uniform = (
+        truncated_normal,
+        normal,
+        uniform,
+    )
+    try:
+        yield
+    finally:
+        for name, draw in originals.items():
+            setattr(jax_random, name, draw)
 
 
 def training_gradients(fn, variables, images, rngs=None):

@@ -17,7 +17,7 @@ import nets_summary as summary
 from nets import efficientnet
 from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables
+from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables, shapes_only_draws
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order (its section
@@ -146,6 +146,7 @@ def assert_the_cpu_path_gives_each_output(convolutions):
 
 @pytest.mark.slow  # one or two traces of each of ~100 networks at full size
 @pytest.mark.parametrize("name", TRACED)
+@shapes_only_draws()  # its traces read shapes
 def test_shapes_and_end_points(name):
     # Slim's nets_factory_test: a batch of 5 at the default size. `init` traces the training
     # graph, auxiliary heads included. Its convolutions are XLA's, and each distinct one is
@@ -505,6 +506,7 @@ CONVENTIONS = {
 
 @pytest.mark.slow  # two to eight traces of each network
 @pytest.mark.parametrize("name", sorted(MIN_SIZES))
+@shapes_only_draws()  # its traces read shapes
 def test_min_image_size_is_the_smallest_that_runs(name):
     fewer = FEWER_TAPS.get(name, {})
     train = nets_factory.get_network_fn(name, 10, is_training=True, **fewer)
@@ -521,6 +523,7 @@ def test_min_image_size_is_the_smallest_that_runs(name):
 
 
 @pytest.mark.parametrize("name", sorted(CONVENTIONS))
+@shapes_only_draws()  # its traces read shapes
 def test_min_image_size_follows_the_fields_that_change_it(name):
     fields, size = CONVENTIONS[name]
     fn = nets_factory.get_network_fn(name, 10, is_training=True, **fields)
@@ -568,6 +571,7 @@ def test_numpy_scalars_are_accepted_as_shared_arguments():
 @pytest.mark.parametrize(
     "name", ["mobilenet_v1_025", "mobilenet_v2_035", "inception_v3", "nasnet_mobile"]
 )
+@shapes_only_draws()  # its trace reads fields
 def test_bn_momentum_reaches_every_batch_norm(name):
     momenta = []
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import random as jax_random
+from jax._src.nn import initializers as jax_initializers
 
 from nets.layers import Conv
 
@@ -63,36 +63,42 @@ XLA_CONVS = {"conv": functools.partial(Conv, impl="xla")}
 
 @contextlib.contextmanager
 def shapes_only_draws():
-    """JAX's normal, truncated normal and uniform draws give zeros of the requested shape and
-    dtype inside: for traces that read shapes only (`jax.eval_shape` of `init`, or of `apply`,
-    where flax checks each parameter's shape against its initialiser's). Each distinct shape's
-    draw is a trace of its own, 16% of the registry's shape traces. Initialisers look these up in
-    `jax._src.random` when called; should that change, traces are slower, not wrong."""
-    originals = {
-        name: getattr(jax_random, name) for name in ("truncated_normal", "normal", "uniform")
-    }
+    """JAX's initialisers (flax's defaults and ours) draw zeros of the requested shape and dtype
+    inside: for traces that read shapes only (`jax.eval_shape` of `init`, or of `apply`, where
+    flax checks each parameter's shape against its initialiser's). Each distinct shape's draw is
+    a trace of its own, ~16% of the registry's shape traces. Only the initialisers' reference to
+    `jax.random` changes, so no cached trace of a random function (dropout's, say) holds zeros
+    afterwards; should JAX's initialisers stop reading it there, traces are slower, not wrong."""
+    real = jax_initializers.random
+    jax_initializers.random = _ZeroDraws(real)
+    try:
+        yield
+    finally:
+        jax_initializers.random = real
 
+
+class _ZeroDraws:
+    """`jax.random`, but its normal, truncated normal and uniform draws are zeros."""
+
+    def __init__(self, random):
+        self._random = random
+
+    def __getattr__(self, name):
+        return getattr(self._random, name)
+
+    @staticmethod
     def truncated_normal(key, lower, upper, shape=None, dtype=None, **kwargs):
         if shape is None:
             shape = np.broadcast_shapes(np.shape(lower), np.shape(upper))
         return jnp.zeros(shape, dtype)
 
+    @staticmethod
     def normal(key, shape=(), dtype=None, **kwargs):
         return jnp.zeros(shape, dtype)
 
+    @staticmethod
     def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0, **kwargs):
         return jnp.zeros(shape, dtype)
-
-    jax_random.truncated_normal, jax_random.normal, jax_random.uniform = (
-        truncated_normal,
-        normal,
-        uniform,
-    )
-    try:
-        yield
-    finally:
-        for name, draw in originals.items():
-            setattr(jax_random, name, draw)
 
 
 def training_gradients(fn, variables, images, rngs=None):

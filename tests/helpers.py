@@ -61,6 +61,12 @@ def train_tiny_run(workdir, *overrides: str):
 XLA_CONVS = {"conv": functools.partial(Conv, impl="xla")}
 
 
+def auxiliary(path: tuple[str, ...]) -> bool:
+    """Whether a module path lies in an auxiliary head (Inception's AuxLogits, NASNet's aux_N,
+    GoogLeNet's aux1 and aux2), which only training runs."""
+    return bool(path) and path[0].lower().startswith("aux")
+
+
 @contextlib.contextmanager
 def shapes_only_draws():
     """JAX's initialisers (flax's defaults and ours) draw zeros of the requested shape and dtype

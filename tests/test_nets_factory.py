@@ -17,7 +17,13 @@ import nets_summary as summary
 from nets import efficientnet
 from nets.layers import Conv
 from tests import variable_trees
-from tests.helpers import TIMM_FEATURE_INFO, XLA_CONVS, numpy_variables, shapes_only_draws
+from tests.helpers import (
+    TIMM_FEATURE_INFO,
+    XLA_CONVS,
+    auxiliary,
+    numpy_variables,
+    shapes_only_draws,
+)
 
 # Slim's aliases (resnet_v1_50, vgg_16, ...) are the very same partials as the names they alias,
 # so each distinct constructor is traced once, under its first name in sorted order (its section
@@ -94,12 +100,6 @@ for _name in TRACED:
 FEATURES_TRACED = fewest_macs(_BY_FILE.values())
 
 
-def auxiliary(path):
-    """Whether a module path lies in an auxiliary head (Inception's AuxLogits, NASNet's aux_N,
-    GoogLeNet's aux1 and aux2), which only training runs."""
-    return bool(path) and path[0].lower().startswith("aux")
-
-
 CONV_FIELDS = [f.name for f in dataclasses.fields(Conv) if f.name not in ("parent", "name")]
 
 
@@ -136,9 +136,10 @@ def assert_the_cpu_path_gives_each_output(convolutions):
     """Each convolution, traced alone on the CPU path (`nets.layers.cpu.conv`, `Conv`'s default
     on CPU), gives the output that XLA's gave it in the network."""
     for fields, x, y in convolutions:
-        if repr((fields, x, y)) in CPU_PATH_TRACED:
+        key = repr((fields, x, y))
+        if key in CPU_PATH_TRACED:
             continue
-        CPU_PATH_TRACED.add(repr((fields, x, y)))
+        CPU_PATH_TRACED.add(key)
         conv = Conv(**{**fields, "impl": "cpu_fast"})
         out, _ = jax.eval_shape(functools.partial(conv.init_with_output, jax.random.key(0)), x)
         assert (out.shape, out.dtype) == (y.shape, y.dtype), (fields, x)

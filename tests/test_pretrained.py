@@ -22,7 +22,7 @@ import nets_weights
 from nets.resnet import BottleneckResNetBlock
 from nets_weights import WeightFileError, architectures, convert, published
 from tests import variable_trees
-from tests.helpers import XLA_CONVS
+from tests.helpers import XLA_CONVS, auxiliary
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -225,8 +225,8 @@ def state_dict_index():
 SHAPE_NEUTRAL = {"padding", "bn_epsilon", "count_include_pad", "downsample_padding"}
 SHAPE_NEUTRAL |= {"strided_pool_padding", "larger_maps"}
 # Conventions whose tree follows from the registry's: no auxiliary head drops its subtree (a
-# top-level module named aux*, as test_nets_factory defines it); a BatchNorm scale is a `scale`
-# beside each BatchNorm's bias, shaped as its running mean. Other conventions are traced.
+# top-level module named aux*, `helpers.auxiliary`); a BatchNorm scale is a `scale` beside each
+# BatchNorm's bias, shaped as its running mean. Other conventions are traced.
 WITHOUT_AUX = {"create_aux_logits": False, "use_aux_head": False}
 WITH_BN_SCALE = {"batch_norm_scale": True}
 
@@ -243,7 +243,7 @@ def variable_shapes(network, convention):
         return dict(traced_shapes(network, tuple(sorted(shaping.items()))))
     shapes = variable_trees.leaf_shapes(variable_trees.section(network))
     if shaping.keys() & WITHOUT_AUX.keys():
-        shapes = {path: shape for path, shape in shapes.items() if not auxiliary(path[1])}
+        shapes = {path: shape for path, shape in shapes.items() if not auxiliary(path[1:])}
     if shaping.keys() & WITH_BN_SCALE.keys():
         scales = {
             ("params", *path[1:-1], "scale"): shape
@@ -253,10 +253,6 @@ def variable_shapes(network, convention):
         assert not scales.keys() & shapes.keys(), "a BatchNorm already has a scale"
         shapes |= scales
     return shapes
-
-
-def auxiliary(module):
-    return module.lower().startswith("aux")
 
 
 @cache  # the ResNet v2s without a bias beside their BatchNorms: one trace each

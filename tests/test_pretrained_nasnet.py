@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import nets_factory
-from nets.layers import Conv
+from tests.helpers import XLA_CONVS
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -27,8 +27,7 @@ def loaded(case):
     # compile, and tests/test_conv.py checks that path against XLA's on each kind of shape
     # (NASNet's separable ones included). What is checked here is the network and the weights.
     name, kwargs = PARITY[case]
-    xla = functools.partial(Conv, impl="xla")
-    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, conv=xla, **kwargs)
+    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **XLA_CONVS, **kwargs)
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))
@@ -80,8 +79,7 @@ def test_layouts_place_separable_and_reduction_layers():
 
 
 def test_our_names_load_the_same_files():
-    xla = functools.partial(Conv, impl="xla")  # a name's test: the trace of `loaded`'s network
-    network_fn, _ = nets_factory.load_pretrained(
-        "pnasnet_large", FIXTURES / "parity" / "pnasnet", conv=xla, **PARITY["pnasnet"][1]
+    network_fn, _ = nets_factory.load_pretrained(  # `loaded`'s network: one trace of it
+        "pnasnet_large", FIXTURES / "parity" / "pnasnet", **XLA_CONVS, **PARITY["pnasnet"][1]
     )
     assert network_fn.pretrained.source == "pnasnet5large"  # the file's config.json names it

@@ -130,7 +130,8 @@ class _Watcher:
 
     def _run(self) -> None:
         while True:
-            wait = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+            deadline = self._deadline  # once: another thread may re-arm it (`rearm`)
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not select.select([self._read], [], [], wait)[0]:
                 self._expired()
                 continue
@@ -152,13 +153,24 @@ class _Watcher:
                 self._deadline = time.monotonic() + GRACE_SECONDS
                 self._main_at = _main_thread_position()
 
+    def rearm(self) -> None:
+        """For an interrupt the main thread answered without effect (its KeyboardInterrupt lost
+        in a finalizer), about to be sent again: a grace of its own, at whose end a main thread
+        that has not answered is ended wherever it is."""
+        with self.lock:
+            self.answered_at = None
+            self._deadline = time.monotonic() + GRACE_SECONDS
+            self._main_at = None  # no position to excuse it by (see `_expired`)
+
     def _expired(self) -> None:
         with self.lock:
+            if self._deadline is None or time.monotonic() < self._deadline:
+                return  # re-armed while the thread waited
             stuck = self.answered_at is None
             if not stuck and time.monotonic() < self.answered_at + CLEANUP_SECONDS:
                 self._deadline = self.answered_at + CLEANUP_SECONDS
                 return
-            if stuck and _main_thread_position() != self._main_at:
+            if stuck and self._main_at is not None and _main_thread_position() != self._main_at:
                 # Running Python, the main thread has seen the signal and gone on: its handler
                 # counted it as the loop's first (two Ctrl-C's inside one XLA call are one).
                 self._deadline = self._main_at = None
@@ -210,14 +222,15 @@ def _raise_again(previous: Callable, unraisable) -> None:
     raise, the handler having run inside a garbage collector's callback or a `__del__` (JAX's
     run at every collection), is raised again in the main thread once this hook has returned
     (the signal is sent from another thread: sent here, its handler could run inside the hook,
-    whose exceptions Python prints as "Exception ignored"). Others go to the `previous` hook."""
+    whose exceptions Python prints as "Exception ignored"). It is sent to the process, not to
+    that thread (`signal.raise_signal`), so that it wakes a main thread asleep in a system call
+    by then. Others go to the `previous` hook."""
     watcher = _watcher
     if watcher is None or not isinstance(unraisable.exc_value, KeyboardInterrupt):
         previous(unraisable)
         return
-    with watcher.lock:
-        watcher.answered_at = None
-    threading.Timer(0.01, signal.raise_signal, (signal.SIGINT,)).start()
+    watcher.rearm()
+    threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
 
 
 @contextlib.contextmanager

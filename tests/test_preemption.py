@@ -128,3 +128,30 @@ def test_a_ctrl_c_waits_for_the_cleanups_that_must_not_stop_halfway(tmp_path):
     stderr, seconds = ended(process, interrupt_when(process))
     assert stderr == "prog: stopped\n" and seconds < CLEANUP_SECONDS + 2
     assert (tmp_path / "done").read_text() == "closed"
+
+
+@pytest.mark.parametrize("stuck", [False, True])
+def test_a_ctrl_c_lost_in_a_finalizer_is_sent_again(tmp_path, stuck):
+    # Python cannot raise a KeyboardInterrupt out of a `__del__` (JAX's arrays run theirs at every
+    # collection). The interrupt is sent again: it must wake a main thread asleep by then, and a
+    # main thread stuck by then (SIGINT blocked) must be ended by the watcher.
+    process = start(
+        f"""
+        class Finalized:
+            def __del__(self):
+                ready()
+                time.sleep(1)
+
+        with preemption.exit_promptly(lambda: "prog: stopped", unwind=True):
+            try:
+                Finalized()
+                {BLOCK if stuck else ""}
+                time.sleep(30)
+            finally:
+                done.write_text("unwound")
+        """,
+        tmp_path,
+    )
+    stderr, seconds = ended(process, interrupt_when(process))
+    assert stderr == "prog: stopped\n" and seconds < 1 + 2 * GRACE_SECONDS + 2
+    assert (tmp_path / "done").exists() != stuck

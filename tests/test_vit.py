@@ -2,6 +2,7 @@
 distilled heads, bfloat16 attention, and weight decay on kernels only."""
 
 import functools
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -269,6 +270,25 @@ def test_a_refused_fused_kernel_is_said_once_and_xla_runs(monkeypatch, caplog):
         "DotProductAttention: cuDNN's fused attention refuses (1, 5, 2, 8) bfloat16 queries ("
     )
     assert said[0].endswith("): XLA's instead")
+
+
+def test_the_fused_kernel_taking_the_queries_is_said_once(monkeypatch, caplog):
+    monkeypatch.setattr(attention, "fused_kernel_applies", lambda dtype: True)  # as on a GPU
+    monkeypatch.setattr(attention, "_said", set())
+    # cuDNN's taking them, as it does on a GPU (its padding, run on XLA's implementation)
+    monkeypatch.setattr(
+        attention, "fused_attention", functools.partial(fused_attention, implementation="xla")
+    )
+    caplog.set_level(logging.INFO)
+    q = jax.random.normal(jax.random.key(0), (1, 5, 2, 8), jnp.bfloat16)
+    for _ in range(2):
+        DotProductAttention().apply({}, q, q, q)
+    said = [r.getMessage() for r in caplog.records if "DotProductAttention" in r.getMessage()]
+    assert said == [
+        "DotProductAttention: cuDNN's fused attention for (1, 5, 2, 8) bfloat16 queries "
+        "(padded by one token)"
+    ]
+    assert caplog.records[-1].levelno == logging.INFO
 
 
 def test_bad_configurations_are_one_line():

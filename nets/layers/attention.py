@@ -4,7 +4,8 @@
 XLA's on every backend, so `implementation='auto'` asks for cuDNN's fused kernel on GPUs when
 the inputs are bfloat16 or float16 (odd lengths padded to an even one, which the kernel takes in
 training: `fused_attention`), and falls back to XLA's, with a warning once, when cuDNN refuses
-the shapes (JAX checks them while tracing); elsewhere XLA's; `'xla'` and `'cudnn'` force one.
+the shapes (JAX checks them while tracing; cuDNN's taking them is said once at info level);
+elsewhere XLA's; `'xla'` and `'cudnn'` force one.
 Either keeps the softmax statistics in float32 under bfloat16: XLA's implementation accumulates
 `q k^T` in float32 and takes the softmax there, the fused kernel keeps its running maxima and sums
 in float32. (Only the XLA path is exercised by the tests, which run on CPU: the padding is, on
@@ -31,11 +32,12 @@ Implementation = Literal["auto", "xla", "cudnn"]
 _said: set[str] = set()
 
 
-def say_once(line: str) -> None:
-    """Logs `line` (a warning) the first time: which attention ran is never a silent choice."""
+def say_once(line: str, level: int = logging.WARNING) -> None:
+    """Logs `line` the first time: which attention runs is never a silent choice (a fallback is
+    a warning; cuDNN's kernel, the choice asked for, is said at info level, `--verbosity=0`)."""
     if line not in _said:
         _said.add(line)
-        logging.warning("%s", line)
+        logging.log(level, "%s", line)
 
 
 def fused_attention(
@@ -54,7 +56,7 @@ def fused_attention(
     `jax.nn.dot_product_attention` raises for shapes the implementation refuses.
     """
     batch, tokens = query.shape[:2]
-    if tokens % 2 == 0 or tokens != key.shape[1]:
+    if not pads(query, key):
         return jax.nn.dot_product_attention(query, key, value, bias, implementation=implementation)
     pad = lambda x: jnp.pad(x, [(0, 0), (0, 1), (0, 0), (0, 0)])  # noqa: E731
     if bias is not None:
@@ -70,6 +72,11 @@ def fused_attention(
         implementation=implementation,
     )
     return out[:, :tokens]
+
+
+def pads(query: jax.Array, key: jax.Array) -> bool:
+    """Whether `fused_attention` pads: self-attention over an odd number of tokens."""
+    return query.shape[1] % 2 == 1 and query.shape[1] == key.shape[1]
 
 
 def fused_kernel_applies(dtype: jnp.dtype, backend: str | None = None) -> bool:
@@ -98,7 +105,7 @@ class DotProductAttention(nn.Module):
         ):
             half = None if bias is None else bias.astype(query.dtype)
             try:
-                return fused_attention(query, key, value, half)
+                out = fused_attention(query, key, value, half)
             except (NotImplementedError, ValueError, RuntimeError) as refused:
                 if self.implementation == "cudnn":
                     raise
@@ -106,6 +113,14 @@ class DotProductAttention(nn.Module):
                     f"DotProductAttention: cuDNN's fused attention refuses {query.shape} "
                     f"{query.dtype} queries ({str(refused).splitlines()[0]}): XLA's instead"
                 )
+            else:
+                padded = " (padded by one token)" if pads(query, key) else ""
+                say_once(
+                    f"DotProductAttention: cuDNN's fused attention for {query.shape} "
+                    f"{query.dtype} queries{padded}",
+                    logging.INFO,
+                )
+                return out
         return jax.nn.dot_product_attention(query, key, value, bias, implementation="xla")
 
     @staticmethod

@@ -1,0 +1,81 @@
+"""bench/step_profile.py's reading of a profiler trace: each operation's own time, by kind, from
+the busiest GPU stream (a trace shaped like jax.profiler's on a GPU, written here)."""
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+
+import step_profile  # noqa: E402
+
+
+def write_trace(trace_dir: Path, events: list[dict]) -> None:
+    run = trace_dir / "plugins" / "profile" / "2026_11_26_00_00_00"
+    run.mkdir(parents=True)
+    with gzip.open(run / "host.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+def named(kind: str, pid: int, name: str, tid: int | None = None) -> dict:
+    ids = {"pid": pid} if tid is None else {"pid": pid, "tid": tid}
+    return {"ph": "M", "name": kind, **ids, "args": {"name": name}}
+
+
+def span(pid: int, tid: int, name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur}
+
+
+def test_the_busiest_stream_is_summed_by_kind_with_each_operations_own_time(tmp_path):
+    write_trace(
+        tmp_path,
+        [
+            named("process_name", 1, "/device:GPU:0"),
+            named("thread_name", 1, "Stream #14(compute)", 14),
+            named("thread_name", 1, "Stream #15(memcpy)", 15),
+            named("thread_name", 1, "XLA Ops", 2),
+            named("process_name", 9, "/host:CPU"),
+            named("thread_name", 9, "python", 1),
+            # Two steps: a gemm, cuDNN's attention, a convert fusion (no convolution), a while
+            # loop enclosing a copy (counted once: the loop's own time is what is left).
+            span(1, 14, "sm90_xmma_gemm_bf16bf16_bf16f32", 0, 400),
+            span(1, 14, "cudnn_generated_fort_native_sdpa_sm90", 400, 300),
+            span(1, 14, "loop_convert_fusion", 700, 100),
+            span(1, 14, "while.3", 800, 200),
+            span(1, 14, "copy_transpose", 850, 150),
+            span(1, 14, "sm90_xmma_gemm_bf16bf16_bf16f32", 1000, 400),
+            span(1, 15, "memcpyH2D", 0, 50),
+            span(1, 2, "fusion.1", 0, 1000),  # XLA's op view of the same kernels
+            span(9, 1, "PjitFunction(step)", 0, 5000),
+        ],
+    )
+    report = step_profile.summary(step_profile.read_trace(tmp_path), steps=2, top=3)
+    lines = report.splitlines()
+    assert lines[:4] == [
+        "busy ms a step, by thread:",
+        "       0.70  /device:GPU:0 / Stream #14(compute)",
+        "       0.50  /device:GPU:0 / XLA Ops",
+        "       0.03  /device:GPU:0 / Stream #15(memcpy)",
+    ]
+    assert lines[4] == "by kind (/device:GPU:0 / Stream #14(compute): 0.70 ms a step):"
+    assert lines[5:10] == [
+        "       0.40 ms  57.1%  matrix product",
+        "       0.15 ms  21.4%  fused attention",
+        "       0.07 ms  10.7%  copy, layout",
+        "       0.05 ms   7.1%  elementwise fusion",
+        "       0.03 ms   3.6%  other",
+    ]
+    assert lines[10:] == [
+        "costliest 3 operations:",
+        "      0.400 ms  57.1%  [matrix product] sm90_xmma_gemm_bf16bf16_bf16f32",
+        "      0.150 ms  21.4%  [fused attention] cudnn_generated_fort_native_sdpa_sm90",
+        "      0.075 ms  10.7%  [copy, layout] copy_transpose",
+    ]
+
+
+def test_no_trace_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"^step_profile.py: jax.profiler wrote no trace under "):
+        step_profile.read_trace(tmp_path)

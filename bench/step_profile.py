@@ -65,7 +65,11 @@ def read_trace(trace_dir: Path) -> list[tuple[str, str, float]]:
     by_thread = collections.defaultdict(list)
     for e in events:
         thread = threads.get((e.get("pid"), e.get("tid")), str(e.get("tid")))
-        if e.get("ph") == "X" and not HOST_ONLY.match(e["name"]) and thread != "python":
+        if (
+            e.get("ph") == "X"
+            and not HOST_ONLY.match(e["name"])
+            and not thread.startswith("python")
+        ):
             label = f"{processes.get(e['pid'], e['pid'])} / {thread}"
             by_thread[label].append((float(e["ts"]), float(e.get("dur", 0.0)), e["name"]))
     return [event for label, spans in by_thread.items() for event in self_times(label, spans)]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import grain
 import jax
 
 from nets_inference import load
@@ -64,7 +65,7 @@ class Evaluator:
     last_step: int  # the run's final step
     mesh: jax.sharding.Mesh
     eval_step: Callable
-    batches: Callable[[], Iterator[dict]]
+    batches: Callable[[], grain.IterDataset]  # host batches (`data.eval_batches`)
 
     def checkpoint_steps(self) -> list[int]:
         """The steps of the run's checkpoints, oldest first."""
@@ -191,7 +192,7 @@ def _given_up(evaluator: Evaluator, done: int, seconds: float) -> str:
     )
 
 
-def _evaluate(eval_step: Callable, variables: dict, batches: Iterator[dict], mesh) -> dict:
+def _evaluate(eval_step: Callable, variables: dict, batches: grain.IterDataset, mesh) -> dict:
     """`loop.evaluate` of `variables` (`params`, `batch_stats`), replicated on `mesh`."""
     weights = Weights(variables["params"], variables.get("batch_stats", {}))
     weights = jax.device_put(weights, sharding.replicated(mesh))

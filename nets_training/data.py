@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grain
@@ -390,29 +390,31 @@ def eval_batches(
     process_index: int = 0,
     process_count: int = 1,
     crop: Callable[[Image.Image], Image.Image] | None = None,
-) -> Iterator[dict[str, np.ndarray]]:
-    """One pass over this process's part of the eval split, in full batches with a `mask`.
+) -> grain.IterDataset:
+    """One pass over this process's part of the eval split, in full batches (host arrays) with a
+    `mask`; `loop.evaluate` puts them on the devices ahead of its steps.
 
     As in training, global batch b is local batches bP .. bP + P - 1 of the split in order, and
     this process's is bP + p: each global batch is the same on any number of processes, and so
-    are the sums. The last ones are padded (mask 0), and every process yields the same number of
-    batches, so the jitted eval step sees one shape and no process waits for another that has
-    finished. `crop` replaces the centre crop of image files (`EvalTransform`).
+    are the sums. The split is padded to whole global batches with blank records (mask 0), so
+    every process yields as many batches, each full: the jitted eval step sees one shape and no
+    process waits for another that has finished. `crop` replaces the centre crop of image files
+    (`EvalTransform`).
     """
     data = with_parallelism(data, dataset.fixed_size is not None)
     transform = EvalTransform(
         image_size, dataset.fixed_size is not None, dataset.channels, data.skip_unreadable, crop
     )
-    ds = grain.MapDataset.source(dataset.eval).map(transform).batch(local_batch)
-    num_batches = math.ceil(len(dataset.eval) / (local_batch * process_count))
-    batches = iter(ds[process_index::process_count].to_iter_dataset(_read_options(data)))
-    for _ in range(num_batches):
-        batch = next(batches, None)
-        if batch is None:  # the split ran out before this process's part: padding only
-            batch = {k: v[:0] for k, v in ds[0].items()}
-        pad = [(0, local_batch - len(batch["label"]))]
-        yield {
-            "image": np.pad(batch["image"], pad + [(0, 0)] * 3),
-            "label": np.pad(batch["label"], pad),
-            "mask": np.pad(batch["valid"], pad),
-        }
+    records = grain.MapDataset.source(dataset.eval).map(transform)
+    per_step = local_batch * process_count
+    length = math.ceil(len(records) / per_step) * per_step
+    blank = functools.cache(lambda: {k: np.zeros_like(v) for k, v in records[0].items()})
+    padded = grain.MapDataset.range(length).map(
+        lambda i: records[i] if i < len(records) else blank()
+    )
+    ds = padded.batch(local_batch)[process_index::process_count]
+    return ds.to_iter_dataset(_read_options(data)).map(_masked)
+
+
+def _masked(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {"image": batch["image"], "label": batch["label"], "mask": batch["valid"]}

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -246,12 +246,18 @@ def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list
     return changes({**before, "data": {**old_data, **defaults}}, to_dict(config))
 
 
-def evaluate(eval_step, state, batches, mesh) -> dict[str, float]:
-    """Loss, top-1 and top-5 over the eval split (every process's part)."""
+def evaluate(eval_step, state, batches: grain.IterDataset, mesh) -> dict[str, float]:
+    """Loss, top-1 and top-5 over the eval split (every process's part, `data.eval_batches`).
+    The batches go on the devices ahead of the steps, from a thread of their own (as in
+    training: `data.on_device`), and the sums stay there until the end."""
     sums = None
-    for batch in batches:
-        out = eval_step(state, sharding.shard_batch(batch, mesh))
-        sums = out if sums is None else sums + out
+    placed = iter(data.on_device(batches, functools.partial(sharding.shard_batch, mesh=mesh)))
+    try:
+        for batch in placed:
+            out = eval_step(state, batch)
+            sums = out if sums is None else sums + out
+    finally:
+        placed.close()
     loss, top1, top5, count = np.asarray(sums, np.float64).tolist()
     return {"eval/loss": loss / count, "eval/top1": top1 / count, "eval/top5": top5 / count}
 
@@ -283,7 +289,7 @@ class Run:
     eval_step: Callable
     init_seconds: float  # how long the state took to restore, or its initialisation to compile
     batches: grain.DatasetIterator  # global batches, on the devices
-    eval_batches: Callable[[], Iterator[dict]]
+    eval_batches: Callable[[], grain.IterDataset]  # host batches (`data.eval_batches`)
     checkpoints: checkpoint.Checkpointer
     state: steps.TrainState
     window: Window  # the train metrics that the next record averages

@@ -15,12 +15,14 @@ from nets_training.config import DataConfig
 from nets_training.errors import UserError
 
 
-def test_train_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monkeypatch, capsys):
-    """Under `jax.transfer_guard('disallow')` each train step runs: its state and batch are
-    already on the devices, with the shardings it was compiled for (a host array, or one the
-    step had to reshard, would raise). The train batches were placed by a thread of their own.
-    The records say how long the loop waited for data; the start says what it compiles."""
+def test_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monkeypatch, capsys):
+    """Under `jax.transfer_guard('disallow')` each train and eval step runs: its state and batch
+    are already on the devices, with the shardings it was compiled for (a host array, or one the
+    step had to reshard, would raise). The train and eval batches were placed by threads of
+    their own. The records say how long the loop waited for data; the start says what it
+    compiles."""
     build, shard, guarded_steps, placed_by = loop.build, sharding.shard_batch, [], set()
+    evaluated = []
 
     def shard_batch(batch, mesh):
         placed_by.add(threading.current_thread().name)
@@ -37,15 +39,21 @@ def test_train_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monk
             guarded_steps.append(int(out[0].step))
             return out
 
+        def guarded_eval(state, batch):
+            assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(batch))
+            with jax.transfer_guard("disallow"):
+                evaluated.append(run_eval(state, batch))
+            return evaluated[-1]
+
         guarded.lower = step.lower  # the loop compiles it first
-        run.train_step = guarded
+        run.train_step, run_eval, run.eval_step = guarded, run.eval_step, guarded_eval
         return run
 
     monkeypatch.setattr(loop, "build", guarded_build)
     monkeypatch.setattr(sharding, "shard_batch", shard_batch)
     train_tiny_run(tmp_path, "train.steps=4", "train.log_every=2", "train.eval_every=0")
-    assert guarded_steps == [1, 2, 3, 4]
-    assert placed_by - {threading.current_thread().name}  # the train batches (eval's: here)
+    assert guarded_steps == [1, 2, 3, 4] and evaluated  # the last step's evaluation
+    assert placed_by and threading.current_thread().name not in placed_by
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     waits = [r["train/data_wait"] for r in records if "train/data_wait" in r]
     assert len(waits) == 2 and all(0 <= w <= 1 for w in waits)

@@ -8,13 +8,12 @@ line per unreadable file, then a count. The exit status is 1 if any file is unre
 """
 
 import argparse
-import os
 import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nets_training.data import open_image
+from nets_training.data import available_cpus, open_image
 from nets_training.sources import IMAGE_EXTENSIONS, DataError
 
 
@@ -35,14 +34,14 @@ def _error(path: Path) -> str | None:
 
 def unreadable(paths: Iterable[Path], threads: int | None = None) -> list[str]:
     """The decoding error of each file of `paths` that cannot be read, in the order given."""
-    with ThreadPoolExecutor(threads or os.cpu_count()) as pool:  # Pillow decodes without the GIL
+    with ThreadPoolExecutor(threads or available_cpus()) as pool:  # Pillow decodes without the GIL
         return [error for error in pool.map(_error, paths) if error is not None]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--threads", type=int, default=None, help="default: one per CPU core")
+    parser.add_argument("--threads", type=int, default=None, help="default: one per CPU this process may use")
     args = parser.parse_args(argv)
     bad = 0
     for folder in args.folders:

@@ -41,7 +41,9 @@ def unreadable(paths: Iterable[Path], threads: int | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--threads", type=int, default=None, help="default: one per CPU this process may use")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="default: one per CPU this process may use"
+    )
     args = parser.parse_args(argv)
     bad = 0
     for folder in args.folders:

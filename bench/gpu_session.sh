@@ -3,8 +3,8 @@
 # for one lent GPU machine (../shared/gpu/README.md: 15 device minutes, starts included). From the
 # checkout's root, with the wheels the machine lacks in .whl (carried):
 #
-#     bash bench/gpu_session.sh                # parts a-e: about 7 minutes on an H200 (estimated)
-#     PARTS=fg bash bench/gpu_session.sh       # then the GPU table and the fast tier, if time is left
+#     bash bench/gpu_session.sh                # parts a-e: about 8 minutes on an H200 (estimated)
+#     PARTS=g BUDGET=240 bash bench/gpu_session.sh    # then the fast tier, in the time left
 #     PARTS=abcd IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. attention (issue 32, item 1): ViT's and Swin's, XLA's against cuDNN's padded fused kernel
@@ -19,16 +19,22 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.6}
 PARTS=${PARTS:-abcde} IMAGES=${IMAGES:-256} BATCH=${BATCH:-256} BATCHES=${BATCHES:-256 384 512}
-OUT=${OUT:-/tmp/gpu_session}
+OUT=${OUT:-/tmp/gpu_session} BUDGET=${BUDGET:-540}  # seconds for the whole script: under the
+# device tool's 600 s a command, so that it ends with its logs whatever a part takes
 mkdir -p "$OUT"
 if ! python3 -c 'import grain, tensorboardX' 2>/dev/null; then  # the GPU machine's python
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=$PWD:$PWD/bench:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 
-part() {  # part LETTER SECONDS TITLE COMMAND: runs COMMAND (bash) if asked, within SECONDS
-    local letter=$1 seconds=$2 title=$3 command=$4
+part() {  # part LETTER SECONDS TITLE COMMAND: runs COMMAND (bash) if asked, within SECONDS and
+    # what is left of BUDGET
+    local letter=$1 seconds=$2 title=$3 command=$4 left=$((BUDGET - SECONDS))
     [[ $PARTS == *$letter* ]] || return 0
+    if ((left < 30)); then
+        echo "== $letter. $title: skipped, ${left} s of the budget left" && return 0
+    fi
+    seconds=$((seconds < left ? seconds : left))
     echo "== $letter. $title (at most $seconds s)"
     local start=$SECONDS
     timeout -s INT -k 10 "$seconds" bash -c "$command" 2>&1 | tee "$OUT/$letter.log" |
@@ -56,11 +62,11 @@ export -f ours resnet50_batches vit_flags profiles
 export BATCH BATCHES
 echo "== $(nproc) CPUs; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())'
-part a 90 "attention: XLA's against cuDNN's" "python3 bench/attention_speed.py --images $IMAGES"
-part b 150 "ResNet-50 at batch $BATCHES" resnet50_batches
-part c 150 "profiles of the steps" profiles
-part d 180 "ViT-S/16 under XLA flags" vit_flags
-part e 200 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"
+part a 75 "attention: XLA's against cuDNN's" "python3 bench/attention_speed.py --images $IMAGES"
+part b 120 "ResNet-50 at batch $BATCHES" resnet50_batches
+part c 100 "profiles of the steps" profiles
+part d 130 "ViT-S/16 under XLA flags" vit_flags
+part e 180 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"
 part f 150 "the GPU table, ResNet-20" "python3 bench/gpu_table.py --rows resnet20"
 part g 270 "the fast tier on the GPU" \
     "JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q -p no:cacheprovider -rfEs"

@@ -44,7 +44,9 @@ class ModelConfig:
     num_classes: int | None = None  # None: the dataset's classes; fewer is refused, more warned of
     # Slim's L2 penalty, added to the loss by `network_fn.regularization_loss`: its only effect.
     weight_decay: float = 0.0
-    dtype: Literal["float32", "bfloat16"] = "float32"  # compute dtype; parameters stay float32
+    # The compute dtype; parameters stay float32. auto: bfloat16 on a GPU or TPU, float32 on a CPU
+    # (which has no fast bfloat16 products); the run's config.yaml says which ran.
+    dtype: Literal["float32", "bfloat16", "auto"] = "float32"
     # The network's own constructor fields, passed to get_network_fn: e.g. {num_filters: 16}.
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 

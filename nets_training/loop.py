@@ -82,6 +82,14 @@ class Networks(NamedTuple):
     eval: nets_factory.NetworkFn  # running statistics
 
 
+def compute_dtype(dtype: str, backend: str | None = None) -> str:
+    """`model.dtype` on `backend` (JAX's default): 'auto' is bfloat16 on accelerators, whose
+    matrix units run it at several times float32's rate, and float32 on a CPU."""
+    if dtype != "auto":
+        return dtype
+    return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+
+
 def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
     """The training and evaluation networks, with config mistakes as one-line errors."""
     kwargs = dict(model.kwargs)
@@ -92,7 +100,7 @@ def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
         model.name,
         num_classes,
         weight_decay=model.weight_decay,
-        dtype=jnp.dtype(model.dtype),
+        dtype=jnp.dtype(compute_dtype(model.dtype)),
         **kwargs,
     )
     try:
@@ -226,7 +234,9 @@ def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
         **{k: getattr(dataset, k) for k in SOURCE_DEFAULTS if getattr(d, k) is None},
     )
     num_classes = config.model.num_classes or dataset.num_classes
-    model = dataclasses.replace(config.model, num_classes=num_classes)
+    model = dataclasses.replace(
+        config.model, num_classes=num_classes, dtype=compute_dtype(config.model.dtype)
+    )
     train = dataclasses.replace(config.train, epochs=config.train.epochs or dataset.epochs)
     config = dataclasses.replace(config, model=model, data=resolved_data, train=train)
     return config, dataset, networks

@@ -73,6 +73,21 @@ def test_synthetic_data_takes_the_network_size_and_classes(built_networks):
     assert dataset.train[0]["image"].shape == (224, 224, 3)
 
 
+@pytest.mark.parametrize(
+    "backend, compute", [("cpu", "float32"), ("gpu", "bfloat16"), ("tpu", "bfloat16")]
+)
+def test_an_auto_dtype_is_bfloat16_on_accelerators_and_the_config_says_which_ran(
+    monkeypatch, backend, compute
+):
+    assert loop.compute_dtype("auto", backend) == compute
+    assert loop.compute_dtype("float32", backend) == "float32"  # what a config sets, it gets
+    assert loop.compute_dtype("bfloat16", backend) == "bfloat16"
+    monkeypatch.setattr(loop.jax, "default_backend", lambda: backend)
+    resolved, _, networks = loop.resolve(Config(model=ModelConfig(dtype="auto")))
+    assert yaml.safe_load(config.dump(resolved))["model"]["dtype"] == compute
+    assert networks.train.module.dtype == networks.eval.module.dtype == compute
+
+
 def test_a_resume_compares_an_older_config_with_null_source_defaults_as_their_values(tmp_path):
     resolved, dataset, _ = loop.resolve(Config())
     older = config.to_dict(resolved)

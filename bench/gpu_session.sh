@@ -7,7 +7,8 @@
 #     PARTS=g BUDGET=240 bash bench/gpu_session.sh    # then the fast tier, in the time left
 #     PARTS=abcd IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
-# a. attention (issue 32, item 1): ViT's and Swin's, XLA's against cuDNN's padded fused kernel
+# a. attention (issue 32, item 1): ViT's and Swin's, XLA's against cuDNN's padded fused kernel,
+#    and a Swin-T train step at half the batch in bfloat16 (its attention has a bias)
 # b. ResNet-50's step at batch 256, 384 and 512 (item 3)
 # c. where ViT-S/16's and ResNet-50's steps spend their time: jax.profiler, by kind (item 2)
 # d. ViT-S/16's step under XLA flags worth an A/B (item 2)
@@ -53,16 +54,21 @@ vit_flags() {
         echo "XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours vit_small_patch16_224 $BATCH)"
     done
 }
+attention() {  # the layer alone, then a whole Swin-T step: does it compile with the kernel?
+    python3 bench/attention_speed.py --images "$IMAGES"
+    python3 bench/train_step.py swin_tiny_patch4_window7_224 --batch $((BATCH / 2)) \
+        --dtype bfloat16 --steps 10
+}
 profiles() {
     python3 bench/step_profile.py vit_small_patch16_224 --batch $BATCH --dtype bfloat16
     python3 bench/step_profile.py resnet50 --batch $BATCH --dtype bfloat16 --top 15
 }
 
-export -f ours resnet50_batches vit_flags profiles
-export BATCH BATCHES
+export -f ours resnet50_batches vit_flags attention profiles
+export BATCH BATCHES IMAGES
 echo "== $(nproc) CPUs; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())'
-part a 75 "attention: XLA's against cuDNN's" "python3 bench/attention_speed.py --images $IMAGES"
+part a 100 "attention: XLA's against cuDNN's, and Swin-T's step" attention
 part b 120 "ResNet-50 at batch $BATCHES" resnet50_batches
 part c 100 "profiles of the steps" profiles
 part d 130 "ViT-S/16 under XLA flags" vit_flags

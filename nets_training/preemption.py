@@ -8,7 +8,9 @@ not check for signals (parts of an XLA compile, minutes for a large network on a
 wait on a lock) would wait for the call to end.
 `exit_promptly` therefore also reads the signals on a thread of its own (Python writes each
 signal's number to `signal.set_wakeup_fd`'s pipe as it arrives), and when the main thread has not
-answered an interrupt within `GRACE_SECONDS`, that thread runs the cleanups registered with
+answered an interrupt within `GRACE_SECONDS`, that thread sends the main thread the signal itself
+(which wakes it from a system call it entered just after the signal came: a lock, a sleep), and
+if it still has not answered `WAKE_SECONDS` later, runs the cleanups registered with
 `on_abrupt_exit` and ends the process itself.
 """
 
@@ -31,6 +33,7 @@ from nets_training.errors import UserError
 # busy with a test suite once took more than 1 s to run a sleeping main thread's handler.
 GRACE_SECONDS = 2.0
 CLEANUP_SECONDS = 3.0  # for the main thread to close what it holds once it has answered
+WAKE_SECONDS = 0.5  # for a main thread woken from a system call to answer (`_Watcher._expired`)
 INTERRUPTED = 128 + signal.SIGINT  # the shell's exit status after a Ctrl-C
 _CLOSING = 0  # written by `exit_promptly` as its block ends: the watcher's thread returns
 
@@ -100,6 +103,7 @@ class _Watcher:
         self.ending = False  # the process is ending (`end`)
         self._deadline: float | None = None
         self._main_at: tuple | None = None  # where the main thread was when the deadline was set
+        self._woken = False  # the main thread was sent the signal itself (`_expired`)
         self._read, self.write = os.pipe()
         os.set_blocking(self.write, False)  # as `signal.set_wakeup_fd` requires
         self._thread = threading.Thread(target=self._run, name="exit_promptly", daemon=True)
@@ -151,7 +155,7 @@ class _Watcher:
                 return
             if self._deadline is None:
                 self._deadline = time.monotonic() + GRACE_SECONDS
-                self._main_at = _main_thread_position()
+                self._main_at, self._woken = _main_thread_position(), False
 
     def rearm(self) -> None:
         """For an interrupt the main thread answered without effect (its KeyboardInterrupt lost
@@ -160,7 +164,7 @@ class _Watcher:
         with self.lock:
             self.answered_at = None
             self._deadline = time.monotonic() + GRACE_SECONDS
-            self._main_at = None  # no position to excuse it by (see `_expired`)
+            self._main_at, self._woken = None, False  # no position to excuse it by (`_expired`)
 
     def _expired(self) -> None:
         with self.lock:
@@ -174,6 +178,17 @@ class _Watcher:
                 # Running Python, the main thread has seen the signal and gone on: its handler
                 # counted it as the loop's first (two Ctrl-C's inside one XLA call are one).
                 self._deadline = self._main_at = None
+                return
+            if stuck and not self._woken:
+                # Python runs a handler when a system call is interrupted, not before one starts:
+                # a signal that came just before the main thread went to sleep (on a lock, in
+                # `time.sleep`) waits for the sleep to end. Interrupted by one more signal of its
+                # own, the call returns and the handler runs; a handler not yet run runs once
+                # however many signals came, and one that has run (a stop at once) is not
+                # repeated (`_stop_at_once`). A thread inside XLA's native code is not woken.
+                self._woken = True
+                self._deadline = time.monotonic() + WAKE_SECONDS
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                 return
         # Stuck (in XLA), the main thread runs no Python until the process ends: the cleanups
         # have what they close to themselves. Past its cleanup time the main thread may be in

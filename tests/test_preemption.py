@@ -93,6 +93,29 @@ def test_a_running_main_thread_unwinds_only_when_asked(tmp_path, unwind):
     assert (tmp_path / "done").exists() == unwind
 
 
+def test_a_main_thread_asleep_with_its_handler_pending_is_woken_and_unwinds(tmp_path):
+    # A Ctrl-C that comes just before the main thread goes to sleep (`time.sleep`, a lock) leaves
+    # Python's handler waiting for the sleep to end. The same state, made at will: the signal
+    # reaches another thread, whose raise_signal directs it there.
+    process = start(
+        """
+        import threading
+        with preemption.exit_promptly(lambda: "prog: stopped", unwind=True):
+            try:
+                threading.Timer(0.2, signal.raise_signal, (signal.SIGINT,)).start()
+                ready()
+                time.sleep(30)
+            finally:
+                done.write_text("unwound")
+        """,
+        tmp_path,
+    )
+    assert process.stdout.readline().strip() == "ready"
+    stderr, seconds = ended(process, time.monotonic())
+    assert stderr == "prog: stopped\n" and seconds < GRACE_SECONDS + 2
+    assert (tmp_path / "done").exists()  # woken, it unwound: not ended by the watcher
+
+
 def test_the_loops_first_ctrl_c_is_a_request_even_while_stuck_and_the_second_ends_it(tmp_path):
     process = start(
         f"""

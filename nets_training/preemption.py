@@ -29,8 +29,8 @@ from typing import NoReturn
 
 from nets_training.errors import UserError
 
-# For the main thread to answer an interrupt before the watcher ends the run: a 2-core machine
-# busy with a test suite once took more than 1 s to run a sleeping main thread's handler.
+# For the main thread to answer an interrupt before the watcher wakes it (`_Watcher._expired`),
+# then ends the run: running a handler takes milliseconds, even on a 2-core machine under load.
 GRACE_SECONDS = 2.0
 CLEANUP_SECONDS = 3.0  # for the main thread to close what it holds once it has answered
 WAKE_SECONDS = 0.5  # for a main thread woken from a system call to answer (`_Watcher._expired`)

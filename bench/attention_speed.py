@@ -50,10 +50,8 @@ def forward_backward(implementation: str, with_bias: bool):
     attention = DotProductAttention(implementation)
 
     def run(q, k, v, bias, cotangent):
-        if with_bias:
-            out, vjp = jax.vjp(lambda *a: attention.apply({}, *a), q, k, v, bias)
-        else:
-            out, vjp = jax.vjp(lambda *a: attention.apply({}, *a), q, k, v)
+        inputs = (q, k, v, bias) if with_bias else (q, k, v)
+        out, vjp = jax.vjp(lambda *a: attention.apply({}, *a), *inputs)
         return out, vjp(cotangent)
 
     return jax.jit(run)

@@ -123,12 +123,7 @@ def summary(events: list[tuple[str, str, float]], steps: int, top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--size", type=int, help="image size; default: the network's")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--num-classes", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=5, help="steps recorded, queued")
+    train_step.add_step_flags(parser, 5, "steps recorded, queued")
     parser.add_argument("--top", type=int, default=25, help="operations listed")
     parser.add_argument("--trace-dir", type=Path, help="where the trace stays; default: a temp dir")
     train_step.add_runtime_flags(parser)

@@ -206,14 +206,19 @@ def set_runtime(args: argparse.Namespace) -> None:
         xla_cpu_flags.prefer_eigen_convolutions()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_step_flags(parser: argparse.ArgumentParser, steps: int, steps_help: str) -> None:
+    """The network and step to build (`build_timers`' arguments), and how many steps to run."""
     parser.add_argument("name")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--size", type=int, help="image size; default: the network's")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--num-classes", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=steps, help=steps_help)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_step_flags(parser, 10, "steps timed, each waited for; the median is reported")
     parser.add_argument("--direct", action="store_true", help="also time the bare Flax module")
     parser.add_argument(
         "--augment", action="store_true", help="also time the step with DeiT's device augmentation"

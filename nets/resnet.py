@@ -11,13 +11,22 @@
 - CIFAR ResNets: 1512.03385 section 4.2 (3x3 stem, 16/32/64 filters, option-A identity shortcuts).
 - Wide ResNet-50-2: Zagoruyko & Komodakis 2016 (arXiv:1605.07146), torchvision's layout.
 - ResNeXt: Xie et al. 2017, "Aggregated Residual Transformations" (arXiv:1611.05431).
+- ResNet-D: He et al. 2019, "Bag of Tricks for Image Classification" (arXiv:1812.01187): a deep
+  stem of three 3x3 convolutions (`stem_widths`) and projection shortcuts that average-pool before
+  their 1x1 convolution (`avg_down`), so no pixel is skipped; timm's `resnet*d` (and its `*t`,
+  a tiered stem of 24 and 32 filters).
+- Channel attention on the bottleneck's output (`attention`), as timm places it: squeeze-and-excite
+  (Hu et al. 2018, arXiv:1709.01507; timm's `seresnet*`, `seresnext*`) or ECA (Wang et al. 2020,
+  arXiv:1910.03151; timm's `ecaresnet*`).
 """
 
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from nets.features import deepest_per_stride
@@ -25,6 +34,8 @@ from nets.layers import (
     TORCH,
     Conv,
     ModuleDef,
+    SqueezeExcite,
+    avg_pool,
     batch_norm,
     classify,
     drop_path,
@@ -32,6 +43,60 @@ from nets.layers import (
     max_pool,
 )
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
+
+
+def projection_shortcut(
+    x: jax.Array,
+    features: int,
+    strides: tuple[int, int],
+    conv: ModuleDef,
+    norm: ModuleDef,
+    avg_down: bool,
+) -> jax.Array:
+    """A 1x1 convolution and BatchNorm to `features` channels at `strides`; with `avg_down`
+    (ResNet-D), a strided one averages 2x2 windows first (timm's: ceil mode, padding not counted)
+    and convolves at stride 1, where a strided 1x1 convolution reads one pixel in four."""
+    if avg_down and strides != (1, 1):
+        x = avg_pool(x, (2, 2), strides, padding="SAME", count_include_pad=False)
+        strides = (1, 1)
+    x = conv(features, (1, 1), strides, name="conv_proj")(x)
+    return norm(name="norm_proj")(x)
+
+
+class EfficientChannelAttention(nn.Module):
+    """ECA's gate: `x * sigmoid(conv1d(mean(x)))`, a 1-D convolution without bias across the
+    pooled channels, its kernel size `k` from their number `c` (odd, at least 3, nearest to
+    `(log2(c) + 1) / 2`: 5 for 256 to 1024 channels, 7 for 2048), as timm's `EcaModule`."""
+
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        t = int(abs(math.log2(x.shape[-1]) + 1) / 2)
+        k = max(t if t % 2 else t + 1, 3)
+        pooled = global_avg_pool(x)[..., None]  # [n, c, 1]: the channels as a sequence
+        gate = nn.Conv(
+            1, (k,), padding=[((k - 1) // 2,) * 2], use_bias=False, dtype=self.dtype, name="conv"
+        )(pooled)
+        return x * nn.sigmoid(gate)[:, None, None, :, 0]
+
+
+def channel_attention(
+    kind: str | None, channels: int, conv: ModuleDef, dtype: Any
+) -> nn.Module | None:
+    """The gate a bottleneck applies to its `channels` outputs, named `se` as timm names both:
+    None, 'se' (timm's SEModule: a sixteenth of the channels, rounded to a multiple of 8 and
+    never up by its 10% rule, ReLU, a logistic gate, biased 1x1 convolutions) or 'eca'."""
+    if kind is None:
+        return None
+    if kind == "se":
+        squeeze = max(8, int(channels / 16 + 4) // 8 * 8)
+        return SqueezeExcite(
+            conv, squeeze_channels=squeeze, gate=nn.sigmoid, layer_names=("fc1", "fc2"), name="se"
+        )
+    if kind == "eca":
+        return EfficientChannelAttention(dtype, name="se")
+    raise ValueError(f"attention={kind!r}: expected None, 'se' or 'eca'")
 
 
 class ResNetBlock(nn.Module):
@@ -47,6 +112,7 @@ class ResNetBlock(nn.Module):
     # Where option A's zero channels go: 'after' the input's, or half on 'both' sides (the
     # community's PyTorch CIFAR ResNets, whose weights need it).
     shortcut_padding: str = "after"
+    avg_down: bool = False  # a strided projection averages first (ResNet-D; `ResNet`'s)
     drop_path_rate: float = 0.0  # stochastic depth of the residual branch (`ResNet`'s)
     deterministic: bool = True  # False: training, where drop path is active
 
@@ -65,8 +131,9 @@ class ResNetBlock(nn.Module):
 
     def _shortcut(self, x):
         if self.projection_shortcut:
-            x = self.conv(self.filters, (1, 1), self.strides, name="conv_proj")(x)
-            return self.norm(name="norm_proj")(x)
+            return projection_shortcut(
+                x, self.filters, self.strides, self.conv, self.norm, self.avg_down
+            )
         x = x[:, :: self.strides[0], :: self.strides[1], :]
         new = self.filters - x.shape[-1]
         sides = {"after": (0, new), "both": (new // 2, new - new // 2)}
@@ -82,6 +149,7 @@ class BottleneckResNetBlock(nn.Module):
 
     The inner width is `filters * width_per_group / 64 * groups`, torchvision's formula: 64 and 1
     give ResNet, 128 gives Wide ResNet-*-2, `groups=32, width_per_group=4` gives ResNeXt-32x4d.
+    `attention` ('se' or 'eca') gates the last BatchNorm's output, before the residual sum.
     """
 
     filters: int
@@ -91,6 +159,8 @@ class BottleneckResNetBlock(nn.Module):
     strides: tuple[int, int] = (1, 1)
     groups: int = 1
     width_per_group: int = 64
+    attention: str | None = None
+    avg_down: bool = False
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
@@ -106,9 +176,12 @@ class BottleneckResNetBlock(nn.Module):
         y = self.act(y)
         y = self.conv(self.filters * 4, (1, 1))(y)
         y = self.norm(scale_init=nn.initializers.zeros_init())(y)
+        if (gate := channel_attention(self.attention, y.shape[-1], self.conv, y.dtype)) is not None:
+            y = gate(y)
         if residual.shape != y.shape:
-            residual = self.conv(self.filters * 4, (1, 1), self.strides, name="conv_proj")(residual)
-            residual = self.norm(name="norm_proj")(residual)
+            residual = projection_shortcut(
+                residual, self.filters * 4, self.strides, self.conv, self.norm, self.avg_down
+            )
         y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
         return self.act(residual + y)
 
@@ -170,6 +243,13 @@ class ResNet(nn.Module):
     stem_kernel_size: int = 7
     stem_strides: int = 2
     stem_pool: bool = True
+    # A deep stem (ResNet-D): 3x3 convolutions of these widths, the first strided, each with
+    # BatchNorm and ReLU, before the stem convolution, a 3x3 then (timm's `stem_type='deep'` is
+    # (32, 32), 'deep_tiered' (24, 32)); () for the single `stem_kernel_size` convolution.
+    stem_widths: Sequence[int] = ()
+    # Projection shortcuts average-pool before their 1x1 convolution, which then has stride 1
+    # (ResNet-D; timm's `avg_down`).
+    avg_down: bool = False
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
@@ -199,15 +279,20 @@ class ResNet(nn.Module):
         pre_activation = _is_pre_activation(self.block_cls)
         end_points = {}
 
-        k, pad = self.stem_kernel_size, self.stem_kernel_size // 2
+        x = jnp.asarray(x, self.dtype)
+        strides = (self.stem_strides, self.stem_strides)
+        for i, width in enumerate(self.stem_widths):
+            x = conv(width, (3, 3), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
+            x = self.act(norm(name=f"stem_bn_{i}")(x))
+        k = 3 if self.stem_widths else self.stem_kernel_size
         x = conv(
             self.num_filters,
             (k, k),
-            (self.stem_strides, self.stem_strides),
-            padding=[(pad, pad), (pad, pad)],
+            (1, 1) if self.stem_widths else strides,
+            padding=[(k // 2, k // 2)] * 2,
             use_bias=pre_activation and self.bias_without_norm,
             name="conv_init",
-        )(jnp.asarray(x, self.dtype))
+        )(x)
         if not pre_activation:
             x = self.act(norm(name="bn_init")(x))
         end_points["conv_init"] = x
@@ -218,6 +303,10 @@ class ResNet(nn.Module):
         block = self.blocks()
         if pre_activation:
             block = partial(block, use_bias=self.bias_without_norm)
+        if self.avg_down:
+            if pre_activation:
+                raise ValueError("avg_down=True: pre-activation blocks have no such shortcut")
+            block = partial(block, avg_down=True)
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.stage_sizes)))
         for i, block_size in enumerate(self.stage_sizes):
             for j in range(block_size):
@@ -282,6 +371,34 @@ resnet32 = partial(CifarResNet, stage_sizes=(5, 5, 5), block_cls=_cifar_block)
 resnet44 = partial(CifarResNet, stage_sizes=(7, 7, 7), block_cls=_cifar_block)
 resnet56 = partial(CifarResNet, stage_sizes=(9, 9, 9), block_cls=_cifar_block)
 resnet110 = partial(CifarResNet, stage_sizes=(18, 18, 18), block_cls=_cifar_block)
+
+# ResNet-D (timm's `resnet*d`; `*t`: the tiered stem).
+_deep = {"stem_widths": (32, 32), "avg_down": True}
+_tiered = {"stem_widths": (24, 32), "avg_down": True}
+resnet18d = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=ResNetBlock, **_deep)
+resnet34d = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=ResNetBlock, **_deep)
+resnet26d = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=BottleneckResNetBlock, **_deep)
+resnet26t = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=BottleneckResNetBlock, **_tiered)
+resnet50d = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=BottleneckResNetBlock, **_deep)
+resnet101d = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=BottleneckResNetBlock, **_deep)
+resnet152d = partial(ResNet, stage_sizes=(3, 8, 36, 3), block_cls=BottleneckResNetBlock, **_deep)
+resnet200d = partial(ResNet, stage_sizes=(3, 24, 36, 3), block_cls=BottleneckResNetBlock, **_deep)
+
+# Squeeze-and-excite and ECA bottlenecks (timm's `seresnet*`, `seresnext*`, `ecaresnet*`).
+_se = partial(BottleneckResNetBlock, attention="se")
+_se_32x4d = partial(BottleneckResNetBlock, groups=32, width_per_group=4, attention="se")
+_se_32x8d = partial(BottleneckResNetBlock, groups=32, width_per_group=8, attention="se")
+_eca = partial(BottleneckResNetBlock, attention="eca")
+seresnet50 = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=_se)
+seresnet152d = partial(ResNet, stage_sizes=(3, 8, 36, 3), block_cls=_se, **_deep)
+seresnext26d_32x4d = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=_se_32x4d, **_deep)
+seresnext50_32x4d = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=_se_32x4d)
+seresnext101_32x4d = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=_se_32x4d)
+seresnext101_32x8d = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=_se_32x8d)
+seresnext101d_32x8d = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=_se_32x8d, **_deep)
+ecaresnet26t = partial(ResNet, stage_sizes=(2, 2, 2, 2), block_cls=_eca, **_tiered)
+ecaresnet50d = partial(ResNet, stage_sizes=(3, 4, 6, 3), block_cls=_eca, **_deep)
+ecaresnet101d = partial(ResNet, stage_sizes=(3, 4, 23, 3), block_cls=_eca, **_deep)
 
 # Wide and aggregated (grouped) bottlenecks.
 wide_resnet50_2 = partial(

@@ -237,9 +237,12 @@ class Step:
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
     """PyTorch -> ours: conv weights OIHW -> HWIO (depthwise `[c, 1, k, k]` -> `[k, k, 1, c]`),
-    dense weights `[out, in]` -> `[in, out]`; everything else as it is."""
+    1-D ones OIW -> WIO (ECA's), dense weights `[out, in]` -> `[in, out]`; everything else as it
+    is."""
     if leaf == "kernel" and ndim == 4:
         return (2, 3, 1, 0)
+    if leaf == "kernel" and ndim == 3:
+        return (2, 1, 0)
     if leaf == "kernel" and ndim == 2:
         return (1, 0)
     return None

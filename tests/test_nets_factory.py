@@ -386,14 +386,20 @@ def test_bfloat16_computes_in_bfloat16_with_float32_params():
     np.testing.assert_allclose(np.float32(logits), reference, atol=0.1, rtol=0.1)
 
 
-@pytest.mark.parametrize("name", ["resnet20", "resnet18", "resnet_v2_50", "resnext50_32x4d"])
+GRADIENT_CASES = {
+    "resnet20": {},
+    "resnet18": {"num_filters": 8},
+    "resnet_v2_50": {"num_filters": 8, "stage_sizes": (1, 2)},
+    "resnext50_32x4d": {"num_filters": 16, "stage_sizes": (1, 2)},
+    # ResNet-D's stem and shortcuts, squeeze-and-excite's and ECA's gates
+    "seresnext26d_32x4d": {"num_filters": 16, "stage_sizes": (1, 2), "stem_widths": (8, 8)},
+    "ecaresnet26t": {"num_filters": 8, "stage_sizes": (1, 2), "stem_widths": (6, 8)},
+}
+
+
+@pytest.mark.parametrize("name", GRADIENT_CASES)
 def test_gradient_reaches_every_parameter(name):
-    small = {
-        "resnet20": {},
-        "resnet18": {"num_filters": 8},
-        "resnet_v2_50": {"num_filters": 8, "stage_sizes": (1, 2)},
-        "resnext50_32x4d": {"num_filters": 16, "stage_sizes": (1, 2)},
-    }[name]
+    small = GRADIENT_CASES[name]
     fn = nets_factory.get_network_fn(name, num_classes=10, is_training=True, **small)
     images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
     variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))

@@ -38,6 +38,25 @@ PARITY = {
             "block_cls": partial(BottleneckResNetBlock, groups=4, width_per_group=16),
         },
     ),
+    "resnet_d": (
+        "resnet18d",
+        {"stage_sizes": (2, 1, 1, 1), "num_filters": 8, "stem_widths": (4, 4)},
+    ),
+    "seresnext_d": (
+        "seresnext26d_32x4d",
+        {
+            "stage_sizes": (1, 1, 1, 1),
+            "num_filters": 8,
+            "stem_widths": (4, 4),
+            "block_cls": partial(
+                BottleneckResNetBlock, groups=4, width_per_group=16, attention="se"
+            ),
+        },
+    ),
+    "ecaresnet_t": (
+        "ecaresnet26t",
+        {"stage_sizes": (2, 1, 1, 1), "num_filters": 8, "stem_widths": (3, 4)},
+    ),
 }
 
 

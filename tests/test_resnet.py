@@ -31,6 +31,25 @@ PUBLISHED_COUNTS = {
     # Slim's names are the same networks.
     "resnet_v1_50": 25_557_032,
     "resnet_v1_101": 44_549_160,
+    # timm's ResNet-D, squeeze-and-excite and ECA ResNets (`timm.create_model(name)`'s count).
+    "resnet18d": 11_708_744,
+    "resnet34d": 21_816_904,
+    "resnet26d": 16_014_408,
+    "resnet26t": 16_011_872,
+    "resnet50d": 25_576_264,
+    "resnet101d": 44_568_392,
+    "resnet152d": 60_212_040,
+    "resnet200d": 64_693_064,
+    "seresnet50": 28_088_024,
+    "seresnet152d": 66_841_080,
+    "seresnext26d_32x4d": 16_809_512,
+    "seresnext50_32x4d": 27_559_896,
+    "seresnext101_32x4d": 48_955_416,
+    "seresnext101_32x8d": 93_569_048,
+    "seresnext101d_32x8d": 93_588_280,
+    "ecaresnet26t": 16_011_916,
+    "ecaresnet50d": 25_576_350,
+    "ecaresnet101d": 44_568_563,
 }
 
 # He et al. 2015, Table 6 (CIFAR-10): 0.27M, 0.46M, 0.66M, 0.85M, 1.7M. ResNet-(6n+2) has
@@ -112,3 +131,31 @@ def test_v2_is_pre_activation():
     params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
     assert "bn_init" not in params and "bias" in params["conv_init"] and "postnorm" in params
     assert "preact" in params["PreActBottleneckBlock_0"]
+
+
+def test_resnet_d_stem_and_gates_are_timms_modules():
+    fn = nets_factory.get_network_fn("seresnext26d_32x4d", num_classes=1000)
+    images = jax.ShapeDtypeStruct((1, 64, 64, 3), jnp.float32)  # the shapes at any size
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    # timm's conv1.0 / .3 / .6: 3x3s of 32, 32 and 64 filters; a sixteenth of 256 channels
+    assert [params[f"stem_conv_{i}"]["kernel"].shape for i in range(2)] == [
+        (3, 3, 3, 32),
+        (3, 3, 32, 32),
+    ]
+    assert params["conv_init"]["kernel"].shape == (3, 3, 32, 64)
+    assert params["BottleneckResNetBlock_0"]["se"]["fc1"]["kernel"].shape == (1, 1, 256, 16)
+    fn = nets_factory.get_network_fn("ecaresnet50d", num_classes=1000)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    kernels = [params[f"BottleneckResNetBlock_{i}"]["se"]["conv"]["kernel"] for i in (0, 3, 7, 13)]
+    assert [k.shape for k in kernels] == [(5, 1, 1)] * 3 + [(7, 1, 1)]  # ECA's k by the channels
+
+
+def test_unknown_gate_and_averaging_v2_shortcuts_are_refused():
+    images = jnp.ones((1, 32, 32, 3))
+    block = functools.partial(resnet.BottleneckResNetBlock, attention="cbam")
+    fn = nets_factory.get_network_fn("resnet50", 10, block_cls=block, stage_sizes=(1,))
+    with pytest.raises(ValueError, match=r"attention='cbam': expected None, 'se' or 'eca'"):
+        jax.eval_shape(fn.init, jax.random.key(0), images)
+    fn = nets_factory.get_network_fn("resnet_v2_50", 10, avg_down=True, stage_sizes=(1,))
+    with pytest.raises(ValueError, match="avg_down=True: pre-activation blocks"):
+        jax.eval_shape(fn.init, jax.random.key(0), images)

@@ -26,6 +26,13 @@ def small_resnet(block, layers, channels, **block_args) -> ResNet:
     return model
 
 
+def deep_resnet(block, layers, **args) -> ResNet:
+    """timm's ResNet-D (deep stem of width 4, 8 filters out; averaging shortcuts) at 8-64 wide."""
+    return ResNet(
+        block, layers, num_classes=10, channels=(8, 16, 32, 64), stem_width=4, avg_down=True, **args
+    )
+
+
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
 # matching `load_pretrained` keyword arguments.
 CASES = {
@@ -46,6 +53,33 @@ CASES = {
         ),
         44,
     ),
+    # timm's deep stems are `stem_width * 2` wide, the first stage's width: no surgery. Their
+    # sizes leave odd maps before strided blocks (3 -> 2, 11 -> 6), where the averaging
+    # shortcut's ceil mode counts.
+    "resnet_d": (
+        "resnet18d",
+        lambda: deep_resnet(BasicBlock, (2, 1, 1, 1), stem_type="deep"),
+        48,
+    ),
+    "seresnext_d": (
+        "seresnext26d_32x4d",
+        lambda: deep_resnet(
+            Bottleneck,
+            (1, 1, 1, 1),
+            stem_type="deep",
+            cardinality=4,
+            base_width=16,
+            block_args={"attn_layer": "se"},
+        ),
+        44,
+    ),
+    "ecaresnet_t": (
+        "ecaresnet26t",
+        lambda: deep_resnet(
+            Bottleneck, (2, 1, 1, 1), stem_type="deep_tiered", block_args={"attn_layer": "eca"}
+        ),
+        40,
+    ),
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert.
@@ -53,6 +87,12 @@ CASES = {
 # import: it needs JAX).
 FULL_SIZE = "resnet18 resnet34 resnet50 resnet101 resnet152 wide_resnet50_2".split()  # noqa: SIM905
 FULL_SIZE += ["wide_resnet101_2", "resnext50_32x4d", "resnext101_32x8d"]
+FULL_SIZE += [
+    *("resnet18d", "resnet34d", "resnet26d", "resnet26t", "resnet50d", "resnet101d"),
+    *("resnet152d", "resnet200d", "seresnet50", "seresnet152d", "seresnext26d_32x4d"),
+    *("seresnext50_32x4d", "seresnext101_32x4d", "seresnext101_32x8d", "seresnext101d_32x8d"),
+    *("ecaresnet26t", "ecaresnet50d", "ecaresnet101d"),
+]
 
 
 if __name__ == "__main__":

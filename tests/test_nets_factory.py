@@ -199,6 +199,9 @@ SHORTER_TWINS = {
     name: {"num_cells": 3}
     for name in ("nasnet_cifar", "nasnet_mobile", "nasnet_large", "pnasnet_mobile", "pnasnet_large")
 }
+# The only network of its structure (a squeeze-and-excite ResNet-D), 152 layers deep: its
+# evaluation and feature-mode traces are those of a block a stage.
+SHORTER_TWINS["seresnet152d"] = {"stage_sizes": (1, 1, 1, 1)}
 
 
 def assert_evaluation_and_features(name, fields, variables, end_points, params, macs):
@@ -390,8 +393,8 @@ GRADIENT_CASES = {
     "resnet20": {},
     "resnet18": {"num_filters": 8},
     "resnet_v2_50": {"num_filters": 8, "stage_sizes": (1, 2)},
-    "resnext50_32x4d": {"num_filters": 16, "stage_sizes": (1, 2)},
-    # ResNet-D's stem and shortcuts, squeeze-and-excite's and ECA's gates
+    # ResNeXt's grouped bottleneck, ResNet-D's stem and shortcuts, squeeze-and-excite's and
+    # ECA's gates
     "seresnext26d_32x4d": {"num_filters": 16, "stage_sizes": (1, 2), "stem_widths": (8, 8)},
     "ecaresnet26t": {"num_filters": 8, "stage_sizes": (1, 2), "stem_widths": (6, 8)},
 }

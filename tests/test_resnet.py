@@ -10,6 +10,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import resnet
+from tests import variable_trees
 
 # torchvision's published counts at 1000 classes. ResNet-50, for instance:
 #   stem 7*7*3*64 + 2*64                                                    =      9,536
@@ -134,20 +135,19 @@ def test_v2_is_pre_activation():
 
 
 def test_resnet_d_stem_and_gates_are_timms_modules():
-    fn = nets_factory.get_network_fn("seresnext26d_32x4d", num_classes=1000)
-    images = jax.ShapeDtypeStruct((1, 64, 64, 3), jnp.float32)  # the shapes at any size
-    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    # The snapshot of the variable trees, which the registry tests compare with a live trace.
+    shapes = variable_trees.leaf_shapes("seresnext26d_32x4d")
     # timm's conv1.0 / .3 / .6: 3x3s of 32, 32 and 64 filters; a sixteenth of 256 channels
-    assert [params[f"stem_conv_{i}"]["kernel"].shape for i in range(2)] == [
-        (3, 3, 3, 32),
-        (3, 3, 32, 32),
+    assert shapes["params", "stem_conv_0", "kernel"] == (3, 3, 3, 32)
+    assert shapes["params", "stem_conv_1", "kernel"] == (3, 3, 32, 32)
+    assert shapes["params", "conv_init", "kernel"] == (3, 3, 32, 64)
+    assert shapes["params", "BottleneckResNetBlock_0", "se", "fc1", "kernel"] == (1, 1, 256, 16)
+    shapes = variable_trees.leaf_shapes("ecaresnet50d")
+    kernels = [
+        shapes["params", f"BottleneckResNetBlock_{i}", "se", "conv", "kernel"]
+        for i in (0, 3, 7, 13)
     ]
-    assert params["conv_init"]["kernel"].shape == (3, 3, 32, 64)
-    assert params["BottleneckResNetBlock_0"]["se"]["fc1"]["kernel"].shape == (1, 1, 256, 16)
-    fn = nets_factory.get_network_fn("ecaresnet50d", num_classes=1000)
-    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
-    kernels = [params[f"BottleneckResNetBlock_{i}"]["se"]["conv"]["kernel"] for i in (0, 3, 7, 13)]
-    assert [k.shape for k in kernels] == [(5, 1, 1)] * 3 + [(7, 1, 1)]  # ECA's k by the channels
+    assert kernels == [(5, 1, 1)] * 3 + [(7, 1, 1)]  # ECA's k by the channels: 256 ... 2048
 
 
 def test_unknown_gate_and_averaging_v2_shortcuts_are_refused():

@@ -32,9 +32,29 @@ def test_every_row_is_of_one_source_and_loads_as_a_known_architecture():
     assert len(set(names)) == len(names)
 
 
+def test_the_headers_counts_are_its_sections_in_order():
+    # tools/catalogue.py rewrites one source's rows by these counts: a section misplaced would
+    # hand its rows to another source.
+    lines = catalogue._FILE.read_text().splitlines()
+    counts = [re.fullmatch(r"#   (.+): (\d+)", line) for line in lines]
+    rows = [line.split("\t")[0] for line in lines if line and not line.startswith("#")][1:]
+    of_source = {
+        "timm ": lambda w: "/" not in w,
+        "torchvision ": lambda w: w.startswith("https://download.pytorch.org/"),
+        "Keras Applications ": lambda w: w.startswith("https://storage.googleapis.com/"),
+        "akamaster/": lambda w: "/akamaster/" in w,
+    }
+    start = 0
+    for source, count in [(m.group(1), int(m.group(2))) for m in counts if m]:
+        (belongs,) = [test for prefix, test in of_source.items() if source.startswith(prefix)]
+        assert all(map(belongs, rows[start : start + count])), source
+        start += count
+    assert start == len(rows)
+
+
 def test_row_counts():
     # tools/catalogue.py's run on timm 1.0.31, torchvision 0.29.1, keras 3.16.0 / tf-keras 2.21.0:
-    # 248 + 82 + 61, and Idelbayev's README's 5 CIFAR ResNets (resnet1202 has no network here).
+    # 278 + 82 + 61, and Idelbayev's README's 5 CIFAR ResNets (resnet1202 has no network here).
     # A new release may add some; a large drop means a broken generator.
     assert len(TIMM) >= 240 and len(TORCHVISION) >= 80
     assert sorted(e.architecture for e in CIFAR) == [f"resnet{n}" for n in (110, 20, 32, 44, 56)]

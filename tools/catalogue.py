@@ -273,9 +273,11 @@ def main() -> None:
     sections = current_sections(args.out) if args.out.exists() else {}
 
     def replace(prefix: str, source: str, rows: list) -> None:
-        for old in [s for s in sections if s.startswith(prefix)]:
-            del sections[old]
-        sections[source] = rows
+        """A source's rows in its section's place (a new source's last), under its new name."""
+        items = [(s, r) for s, r in sections.items() if not s.startswith(prefix)]
+        at = next((i for i, s in enumerate(sections) if s.startswith(prefix)), len(items))
+        sections.clear()
+        sections.update([*items[:at], (source, rows), *items[at:]])
 
     if args.timm_python:
         timm_version, timm = timm_rows(args.timm_python, args.timm_tools)

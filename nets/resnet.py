@@ -40,6 +40,7 @@ from nets.layers import (
     classify,
     drop_path,
     global_avg_pool,
+    make_divisible,
     max_pool,
 )
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
@@ -86,11 +87,11 @@ def channel_attention(
 ) -> nn.Module | None:
     """The gate a bottleneck applies to its `channels` outputs, named `se` as timm names both:
     None, 'se' (timm's SEModule: a sixteenth of the channels, rounded to a multiple of 8 and
-    never up by its 10% rule, ReLU, a logistic gate, biased 1x1 convolutions) or 'eca'."""
+    never up by the 10% rule, ReLU, a logistic gate, biased 1x1 convolutions) or 'eca'."""
     if kind is None:
         return None
     if kind == "se":
-        squeeze = max(8, int(channels / 16 + 4) // 8 * 8)
+        squeeze = make_divisible(channels / 16, 8, round_limit=0.0)
         return SqueezeExcite(
             conv, squeeze_channels=squeeze, gate=nn.sigmoid, layer_names=("fc1", "fc2"), name="se"
         )

@@ -24,12 +24,16 @@ from nets.layers.padding import PaddingLike
 from nets.layers.pooling import global_avg_pool
 
 
-def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
+def make_divisible(
+    value: float, divisor: int = 8, min_value: int | None = None, round_limit: float = 0.9
+) -> int:
     """Rounds `value` to the nearest multiple of `divisor`, never below `min_value` (default
-    `divisor`) and never more than 10% below `value`: Slim's `_make_divisible`."""
+    `divisor`) and never more than 10% below `value`: Slim's `_make_divisible`. timm's takes
+    `round_limit`, the fraction of `value` below which it rounds up instead (0: never, as its
+    squeeze-and-excite widths are rounded)."""
     min_value = divisor if min_value is None else min_value
     rounded = max(min_value, int(value + divisor / 2) // divisor * divisor)
-    if rounded < 0.9 * value:
+    if rounded < round_limit * value:
         rounded += divisor
     return rounded
 

@@ -31,7 +31,7 @@ Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled
 """
 
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, Literal
 
 import flax.linen as nn
 import jax
@@ -71,24 +71,52 @@ class Attention(nn.Module):
         return nn.Dropout(self.dropout_rate, deterministic=not train)(x)
 
 
+def quick_gelu(x: jax.Array) -> jax.Array:
+    """OpenAI CLIP's approximation of GELU, `x * sigmoid(1.702 x)`: its weights were trained
+    with it (timm's `act_layer='quick_gelu'`)."""
+    return x * nn.sigmoid(1.702 * x)
+
+
+Activation = Literal["gelu", "quick_gelu"]
+ACTIVATIONS = {"gelu": partial(nn.gelu, approximate=False), "quick_gelu": quick_gelu}
+
+
 class Mlp(nn.Module):
-    """`fc1`, exact (erf) GELU, `fc2`, each followed by dropout as timm's `Mlp`."""
+    """`fc1`, the activation (exact, erf GELU by default), `fc2`, each followed by dropout as
+    timm's `Mlp`."""
 
     hidden: int
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
+    act_layer: Activation = "gelu"
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        if self.act_layer not in ACTIVATIONS:
+            raise ValueError(f"act_layer={self.act_layer!r} is not one of {sorted(ACTIVATIONS)}")
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
         dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
         width = x.shape[-1]
-        x = dropout(nn.gelu(dense(self.hidden, name="fc1")(x), approximate=False))
+        x = dropout(ACTIVATIONS[self.act_layer](dense(self.hidden, name="fc1")(x)))
         return dropout(dense(width, name="fc2")(x))
 
 
+class LayerScale(nn.Module):
+    """A learned per-channel scale of a residual branch, `gamma`, started at `init_values`
+    (Touvron et al. 2021, CaiT: it lets deep networks start near the identity; DeiT III and
+    DINOv2 train with it)."""
+
+    init_values: float
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        gamma = self.param("gamma", nn.initializers.constant(self.init_values), (x.shape[-1],))
+        return x * gamma.astype(x.dtype)
+
+
 class Block(nn.Module):
-    """Pre-norm Transformer block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`."""
+    """Pre-norm Transformer block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`; with
+    `init_values`, each branch is scaled by a `LayerScale` (`ls1`, `ls2`) before it is added."""
 
     num_heads: int
     mlp_ratio: float = 4.0
@@ -97,15 +125,24 @@ class Block(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
+    init_values: float | None = None
+    act_layer: Activation = "gelu"
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
         width = x.shape[-1]
+
+        def residual(x: jax.Array, branch: jax.Array, scale: str) -> jax.Array:
+            if self.init_values is not None:
+                branch = LayerScale(self.init_values, name=scale)(branch)
+            return x + drop_path(self, branch, self.drop_path_rate, train)
+
         attn = Attention(self.num_heads, self.dropout_rate, self.dtype, self.attention, name="attn")
-        x = x + drop_path(self, attn(norm(name="norm1")(x), train), self.drop_path_rate, train)
-        mlp = Mlp(int(width * self.mlp_ratio), self.dropout_rate, self.dtype, name="mlp")
-        return x + drop_path(self, mlp(norm(name="norm2")(x), train), self.drop_path_rate, train)
+        x = residual(x, attn(norm(name="norm1")(x), train), "ls1")
+        hidden = int(width * self.mlp_ratio)
+        mlp = Mlp(hidden, self.dropout_rate, self.dtype, self.act_layer, name="mlp")
+        return residual(x, mlp(norm(name="norm2")(x), train), "ls2")
 
 
 def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.Array:
@@ -133,7 +170,7 @@ class VisionTransformer(nn.Module):
     `head`, `head_dist`.
     """
 
-    default_image_size: ClassVar[int] = 224
+    default_image_size: int = 224  # the evaluation size of the weights' recipe
 
     patch_size: int = 16
     embed_dim: int = 768
@@ -141,7 +178,9 @@ class VisionTransformer(nn.Module):
     num_heads: int = 12
     mlp_ratio: float = 4.0
     distilled: bool = False
-    img_size: int = 224  # the image size the position embeddings are made for
+    # The image size the position embeddings are made for (timm's field); None:
+    # `default_image_size`.
+    img_size: int | None = None
     num_classes: int | None = 1000
     dropout_rate: float = 0.0  # timm's drop_rate
     # Stochastic depth of the residual branches, rising linearly from 0 at the first block to
@@ -152,6 +191,12 @@ class VisionTransformer(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
+    # timm's fields of the later recipes:
+    reg_tokens: int = 0  # register tokens after the class token (Darcet et al. 2023)
+    no_embed_class: bool = False  # position embeddings for the patches only, not the tokens
+    init_values: float | None = None  # LayerScale on every residual branch, started here
+    pre_norm: bool = False  # CLIP's: a LayerNorm `norm_pre` before the blocks, no patch bias
+    act_layer: Activation = "gelu"  # the MLP's; OpenAI CLIP's weights need 'quick_gelu'
 
     @property
     def min_image_size(self) -> int:
@@ -167,7 +212,7 @@ class VisionTransformer(nn.Module):
         (timm's `group_matcher`): 0 for the patch embedding, tokens and position embeddings,
         `i + 1` for `blocks_i`, the final norm with the last block, `depth + 1` for the heads."""
         top = path[0] if path else ""  # the tokens and position embeddings have no module
-        if top in ("", "patch_embed"):
+        if top in ("", "patch_embed", "norm_pre"):
             return 0
         if top.startswith("blocks_"):
             return int(top.removeprefix("blocks_")) + 1
@@ -175,10 +220,16 @@ class VisionTransformer(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
-        if self.img_size < self.patch_size:
+        size = self.img_size or self.default_image_size
+        if size < self.patch_size:
             raise ValueError(
-                f"img_size {self.img_size} is smaller than one patch of {self.patch_size} "
+                f"img_size {size} is smaller than one patch of {self.patch_size} "
                 "pixels: img_size must be at least patch_size"
+            )
+        if self.distilled and self.reg_tokens:
+            raise ValueError(
+                f"distilled=True with reg_tokens={self.reg_tokens}: timm has no such network, "
+                "so the tokens' order is not defined; use one of them"
             )
         check_drop_path_rate(self.drop_path_rate)
         end_points = {}
@@ -188,28 +239,38 @@ class VisionTransformer(nn.Module):
             patch,
             strides=patch,
             padding="VALID",
+            use_bias=not self.pre_norm,
             dtype=self.dtype,
             name="patch_embed",
         )(jnp.asarray(x, self.dtype))
         batch, height, width, dim = x.shape
 
-        grid = self.img_size // self.patch_size
-        prefix = 2 if self.distilled else 1
+        grid = size // self.patch_size
+        prefix = 1 + self.distilled + self.reg_tokens  # the tokens before the patches
+        embedded = 0 if self.no_embed_class else prefix  # those with a position embedding
         pos_embed = self.param(
-            "pos_embed", nn.initializers.normal(0.02), (1, prefix + grid * grid, dim)
+            "pos_embed", nn.initializers.normal(0.02), (1, embedded + grid * grid, dim)
         )
-        grid_embed = pos_embed[:, prefix:].reshape(1, grid, grid, dim)
+        grid_embed = pos_embed[:, embedded:].reshape(1, grid, grid, dim)
         grid_embed = resample_position_embeddings(grid_embed, (height, width))
         tokens = [self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim))]
         if self.distilled:
             tokens.append(self.param("dist_token", nn.initializers.normal(0.02), (1, 1, dim)))
-        tokens = jnp.concatenate(tokens, axis=1) + pos_embed[:, :prefix]
+        if self.reg_tokens:
+            init = nn.initializers.normal(1e-6)
+            tokens.append(self.param("reg_token", init, (1, self.reg_tokens, dim)))
+        tokens = jnp.concatenate(tokens, axis=1)
+        if embedded:
+            tokens = tokens + pos_embed[:, :embedded]
         tokens = jnp.broadcast_to(tokens.astype(self.dtype), (batch, prefix, dim))
         x = x.reshape(batch, height * width, dim) + grid_embed.reshape(1, -1, dim).astype(
             self.dtype
         )
         x = jnp.concatenate([tokens, x], axis=1)
-        x = end_points["stem"] = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+        x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+        if self.pre_norm:
+            x = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm_pre")(x)
+        end_points["stem"] = x
 
         block = partial(
             Block,
@@ -219,6 +280,8 @@ class VisionTransformer(nn.Module):
             epsilon=self.epsilon,
             dtype=self.dtype,
             attention=self.attention,
+            init_values=self.init_values,
+            act_layer=self.act_layer,
         )
         rates = linear_drop_path_rates(self.drop_path_rate, self.depth)
         for i in range(self.depth):
@@ -254,3 +317,46 @@ vit_large_patch16_224 = partial(VisionTransformer, embed_dim=1024, depth=24, num
 deit_tiny_distilled_patch16_224 = partial(vit_tiny_patch16_224, distilled=True)
 deit_small_distilled_patch16_224 = partial(vit_small_patch16_224, distilled=True)
 deit_base_distilled_patch16_224 = partial(vit_base_patch16_224, distilled=True)
+
+# The same networks at 384 px (timm's `augreg_in21k_ft_in1k` fine-tunes): position embeddings for
+# a 24x24 grid (12x12 for /32).
+vit_tiny_patch16_384 = partial(vit_tiny_patch16_224, default_image_size=384)
+vit_small_patch16_384 = partial(vit_small_patch16_224, default_image_size=384)
+vit_base_patch16_384 = partial(vit_base_patch16_224, default_image_size=384)
+vit_base_patch32_384 = partial(vit_base_patch32_224, default_image_size=384)
+vit_large_patch16_384 = partial(vit_large_patch16_224, default_image_size=384)
+
+# DeiT III (Touvron et al. 2022, "DeiT III: Revenge of the ViT"): ViT with LayerScale (1e-6) and
+# position embeddings for the patches only.
+_DEIT3 = {"no_embed_class": True, "init_values": 1e-6}
+deit3_small_patch16_224 = partial(vit_small_patch16_224, **_DEIT3)
+deit3_base_patch16_224 = partial(vit_base_patch16_224, **_DEIT3)
+deit3_large_patch16_224 = partial(vit_large_patch16_224, **_DEIT3)
+deit3_small_patch16_384 = partial(vit_small_patch16_384, **_DEIT3)
+deit3_base_patch16_384 = partial(vit_base_patch16_384, **_DEIT3)
+deit3_large_patch16_384 = partial(vit_large_patch16_384, **_DEIT3)
+
+# CLIP's image towers (Radford et al. 2021; OpenCLIP's, and their ImageNet fine-tunes): a
+# LayerNorm before the blocks, a patch embedding without bias, LayerNorm epsilon 1e-5. OpenAI's
+# own weights were trained with QuickGELU (the `_quickgelu_` networks).
+_CLIP = {"pre_norm": True, "epsilon": 1e-5}
+vit_base_patch32_clip_224 = partial(vit_base_patch32_224, **_CLIP)
+vit_base_patch16_clip_224 = partial(vit_base_patch16_224, **_CLIP)
+vit_large_patch14_clip_224 = partial(
+    VisionTransformer, patch_size=14, embed_dim=1024, depth=24, num_heads=16, **_CLIP
+)
+vit_base_patch32_clip_quickgelu_224 = partial(vit_base_patch32_clip_224, act_layer="quick_gelu")
+vit_base_patch16_clip_quickgelu_224 = partial(vit_base_patch16_clip_224, act_layer="quick_gelu")
+vit_large_patch14_clip_quickgelu_224 = partial(vit_large_patch14_clip_224, act_layer="quick_gelu")
+
+# DINOv2 (Oquab et al. 2023), self-supervised at 518 px (a 37x37 grid of 14-pixel patches), with
+# LayerScale (1e-5); the `reg4` networks add 4 register tokens (Darcet et al. 2023, "Vision
+# Transformers Need Registers"), without position embeddings for the tokens.
+_DINOV2 = {"patch_size": 14, "init_values": 1e-5, "default_image_size": 518}
+_REG4 = {"reg_tokens": 4, "no_embed_class": True}
+vit_small_patch14_dinov2 = partial(vit_small_patch16_224, **_DINOV2)
+vit_base_patch14_dinov2 = partial(vit_base_patch16_224, **_DINOV2)
+vit_large_patch14_dinov2 = partial(vit_large_patch16_224, **_DINOV2)
+vit_small_patch14_reg4_dinov2 = partial(vit_small_patch14_dinov2, **_REG4)
+vit_base_patch14_reg4_dinov2 = partial(vit_base_patch14_dinov2, **_REG4)
+vit_large_patch14_reg4_dinov2 = partial(vit_large_patch14_dinov2, **_REG4)

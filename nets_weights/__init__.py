@@ -231,8 +231,11 @@ def _abstract_variables(module: Any, size: int) -> dict[str, Any]:
 
 
 def file_class_count(weights: WeightFile, arch: Architecture) -> int:
-    """The number of classes of the file's classifier; one line when it has none."""
+    """The number of classes of the file's classifier: 0 for the features of a source that
+    publishes them (`Architecture.headless`); one line when a file of another has none."""
     key, tensors = arch.head_kernel, arch.stable(weights.tensors)
+    if key not in tensors and arch.headless:
+        return 0
     if key not in tensors:
         names = architectures.names_for(arch.network, weights.tensors)
         hint = f" (files with its classifier key load as {', '.join(names)})" if names else ""

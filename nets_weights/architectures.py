@@ -91,8 +91,9 @@ def find(
             or (constructor is not None and networks.get(theirs.network) is constructor)
         )
         if not one_network:
+            hint = f" (they load into {theirs.network!r})" if theirs is not None else ""
             raise WeightFileError(
-                f"the file's config.json is for {file_architecture!r}, not {name!r}"
+                f"the file's config.json is for {file_architecture!r}, not {name!r}{hint}"
             )
         name = file_architecture
     return name, ARCHITECTURES[name]

@@ -138,6 +138,10 @@ class Architecture:
     # EfficientNet holds its input normalization): `check(tensors, what)` raises
     # `WeightFileError` where they differ from what `preprocessing` states.
     check: Callable[[Mapping[str, np.ndarray], str], None] | None = None
+    # Whether the source publishes files without a classifier (DINOv2's self-supervised
+    # weights): those load as features, 0 classes, where a file of other families without one
+    # is refused as not the network's.
+    headless: bool = False
 
     def stable(self, tensors: Mapping[str, T]) -> dict[str, T]:
         """The file's tensors (or shapes) under the names `layout` gives: `rename`'s."""

@@ -1,5 +1,6 @@
 """ViT and DeiT: timm's parameter counts and MACs, position embeddings at other sizes, the
-distilled heads, bfloat16 attention, and weight decay on kernels only."""
+distilled heads, the later recipes' fields (registers, LayerScale, CLIP's norm and QuickGELU),
+bfloat16 attention, and weight decay on kernels only."""
 
 import functools
 import logging
@@ -33,6 +34,29 @@ PUBLISHED_COUNTS = {
     "deit_tiny_distilled_patch16_224": 5_910_800,
     "deit_small_distilled_patch16_224": 22_436_432,
     "deit_base_distilled_patch16_224": 87_338_192,
+    "vit_tiny_patch16_384": 5_790_376,
+    "vit_small_patch16_384": 22_196_584,
+    "vit_base_patch16_384": 86_859_496,
+    "vit_base_patch32_384": 88_297_192,
+    "vit_large_patch16_384": 304_715_752,
+    "deit3_small_patch16_224": 22_059_496,
+    "deit3_base_patch16_224": 86_585_320,
+    "deit3_large_patch16_224": 304_374_760,
+    "deit3_small_patch16_384": 22_205_416,
+    "deit3_base_patch16_384": 86_877_160,
+    "deit3_large_patch16_384": 304_763_880,
+    "vit_base_patch32_clip_224": 88_225_000,
+    "vit_base_patch16_clip_224": 86_568_424,
+    "vit_large_patch14_clip_224": 304_204_776,
+    "vit_base_patch32_clip_quickgelu_224": 88_225_000,
+    "vit_base_patch16_clip_quickgelu_224": 86_568_424,
+    "vit_large_patch14_clip_quickgelu_224": 304_204_776,
+    "vit_small_patch14_dinov2": 22_441_192,
+    "vit_base_patch14_dinov2": 87_348_712,
+    "vit_large_patch14_dinov2": 305_392_616,
+    "vit_small_patch14_reg4_dinov2": 22_442_344,
+    "vit_base_patch14_reg4_dinov2": 87_351_016,
+    "vit_large_patch14_reg4_dinov2": 305_395_688,
 }
 
 # MACs at 224 px, batch 1: PyTorch's `torch.utils.flop_counter.FlopCounterMode` on timm's
@@ -210,6 +234,41 @@ def test_weight_decay_covers_kernels_only():
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
         decayed = path[-1].key == "kernel"
         assert bool(np.any(np.asarray(g) != 0)) == decayed, jax.tree_util.keystr(path)
+
+
+def test_registers_layer_scale_and_position_embeddings_of_the_patches_only():
+    def params(name, **kwargs):
+        fn = small_fn(name, **kwargs)
+        shapes = jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 32, 32, 3)))
+        return fn, shapes["params"]
+
+    fn, reg4 = params("vit_small_patch14_reg4_dinov2")  # 4x4 patches of 8 pixels
+    assert reg4["reg_token"].shape == (1, 4, 32) and reg4["pos_embed"].shape == (1, 16, 32)
+    assert reg4["blocks_1"]["ls2"]["gamma"].shape == (32,)
+    variables = fn.init(jax.random.key(0), jnp.ones((1, 32, 32, 3)))
+    np.testing.assert_array_equal(variables["params"]["blocks_0"]["ls1"]["gamma"], np.float32(1e-5))
+    _, end_points = fn.apply(variables, jnp.ones((1, 48, 48, 3)))  # resampled to 6x6
+    assert end_points["stem"].shape == (1, 1 + 4 + 36, 32)
+    assert params("vit_small_patch14_dinov2")[1]["pos_embed"].shape == (1, 17, 32)
+    _, deit3 = params("deit3_small_patch16_224")
+    assert deit3["pos_embed"].shape == (1, 16, 32) and "reg_token" not in deit3
+    assert "ls1" not in params("vit_tiny_patch16_224")[1]["blocks_0"]
+    _, clip = params("vit_base_patch16_clip_224")
+    assert "bias" not in clip["patch_embed"] and clip["norm_pre"]["scale"].shape == (32,)
+    registry = nets_factory.get_network_fn("vit_base_patch14_dinov2", 0)
+    assert registry.default_image_size == 518 and registry.module.img_size is None
+    with pytest.raises(ValueError, match=r"distilled=True with reg_tokens=4: timm has no such"):
+        params("deit_tiny_distilled_patch16_224", reg_tokens=4)
+
+
+def test_the_mlp_activation_is_quick_gelu_for_openai_clip_and_named_otherwise():
+    x = jnp.array([[[-3.0, -1.5, 0.7, 2.5]]])
+    eye = {"kernel": jnp.eye(4), "bias": jnp.zeros(4)}
+    mlp = vit.Mlp(4, act_layer="quick_gelu")
+    y = mlp.apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
+    np.testing.assert_allclose(y, x * jax.nn.sigmoid(1.702 * x), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"act_layer='swiglu' is not one of \['gelu', 'quick"):
+        vit.Mlp(4, act_layer="swiglu").apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
 
 
 def test_the_mlp_gelu_is_exact_not_tanh():

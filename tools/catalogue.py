@@ -110,7 +110,8 @@ def _package(directory: Path) -> str:
 
 def timm_rows(python: str, tools: str) -> tuple[str, list[tuple[str, str, str]]]:
     """timm's version, and its Hub weights that load into one of our architectures (those
-    with a classifier: `load_pretrained` reads its class count)."""
+    with a classifier, whose class count `load_pretrained` reads, and the features of the
+    architectures that publish them: `Architecture.headless`, DINOv2's)."""
     lines = subprocess.run(
         [python, "-c", _TIMM_SCRIPT],
         env={**os.environ, "PYTHONPATH": tools},
@@ -121,7 +122,8 @@ def timm_rows(python: str, tools: str) -> tuple[str, list[tuple[str, str, str]]]
     rows = []
     for name, arch, tag, hub_id, num_classes in map(json.loads, lines[1:]):
         key = file_architecture({"architecture": arch, "pretrained_cfg": {"tag": tag}})
-        if key in ARCHITECTURES and hub_id == f"timm/{name}" and num_classes:
+        loads = key in ARCHITECTURES and (num_classes or ARCHITECTURES[key].headless)
+        if loads and hub_id == f"timm/{name}":
             rows.append((name, key, ""))
     return json.loads(lines[0]), rows
 

@@ -1,5 +1,7 @@
 """Parity fixtures of the ViT / DeiT family (see tools/parity.py for how to run it)."""
 
+from functools import partial
+
 import torch
 from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
 from timm.models.deit import VisionTransformerDistilled  # noqa: E402
@@ -10,17 +12,29 @@ SMALL = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_head
 
 
 def small(cls, **kwargs) -> torch.nn.Module:
-    """timm's `cls` in the small configuration, with the parameters `parity.perturb` leaves as
-    initialised made non-trivial: LayerNorm scales ~U(0.5, 1.5), the tokens and position
-    embeddings ~N(0, 0.5) (timm starts the class token at ~1e-6, which would hide its path)."""
-    model = cls(num_classes=10, **SMALL, **kwargs)
+    """timm's `cls` in the small configuration (`kwargs` change it), with the parameters
+    `parity.perturb` leaves as initialised made non-trivial: LayerNorm scales ~U(0.5, 1.5), the
+    tokens and position embeddings ~N(0, 0.5) (timm starts the class and register tokens at
+    ~1e-6, which would hide their path)."""
+    model = cls(**{"num_classes": 10, **SMALL, **kwargs})
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.uniform_(0.5, 1.5)
-        for name in ("cls_token", "dist_token", "pos_embed"):
-            if hasattr(model, name):
+        for name in ("cls_token", "dist_token", "reg_token", "pos_embed"):
+            if getattr(model, name, None) is not None:
                 getattr(model, name).normal_(0.0, 0.5)
+    return model
+
+
+def unit_linears(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with every Linear weight ~N(0, 1 / fan_in): pre-activations of unit scale, where
+    the activations differ (GELU and QuickGELU by ~2e-2; at timm's init, std 0.02, the MLP's
+    inputs are ~0.1 and the two agree to ~3e-4 of the logits)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(0.0, module.in_features**-0.5)
     return model
 
 
@@ -40,6 +54,44 @@ CASES = {
         lambda: small(VisionTransformerDistilled, dynamic_img_size=True),
         24,
     ),
+    # DeiT III: LayerScale, position embeddings for the patches only.
+    "deit3_config": (
+        "deit3_small_patch16_224",
+        lambda: unit_linears(small(VisionTransformer, no_embed_class=True, init_values=1e-6)),
+        32,
+    ),
+    # OpenAI CLIP's tower: norm_pre, no patch bias, LayerNorm eps 1e-5, QuickGELU.
+    "clip_quickgelu_config": (
+        "vit_base_patch16_clip_quickgelu_224",
+        lambda: unit_linears(
+            small(
+                VisionTransformer,
+                pre_norm=True,
+                norm_layer=partial(torch.nn.LayerNorm, eps=1e-5),
+                act_layer="quick_gelu",
+            )
+        ),
+        32,
+    ),
+    # DINOv2 with registers, published without a classifier (its logits are the class token's
+    # features): LayerScale, 4 register tokens without position embeddings, 7-pixel patches on a
+    # 4x4 grid (28 px) resampled to 6x6 (42 px).
+    "dinov2_reg_features_42": (
+        "vit_small_patch14_reg4_dinov2",
+        lambda: unit_linears(
+            small(
+                VisionTransformer,
+                num_classes=0,
+                patch_size=7,
+                img_size=28,
+                init_values=1e-5,
+                reg_tokens=4,
+                no_embed_class=True,
+                dynamic_img_size=True,
+            )
+        ),
+        42,
+    ),
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert: the
@@ -50,9 +102,31 @@ FULL_SIZE = [f"vit_{size}_patch16_224" for size in ("tiny", "small", "base", "la
 ]
 FULL_SIZE += [f"deit_{size}_patch16_224" for size in ("tiny", "small", "base")]
 FULL_SIZE += [f"deit_{size}_distilled_patch16_224" for size in ("tiny", "small", "base")]
+FULL_SIZE += [f"vit_{size}_patch16_384" for size in ("tiny", "small", "base", "large")]
+FULL_SIZE += ["vit_base_patch32_384"]
+FULL_SIZE += [
+    f"deit3_{size}_patch16_{px}" for px in (224, 384) for size in ("small", "base", "large")
+]
+FULL_SIZE += [
+    f"vit_{size}_clip{gelu}_224"
+    for gelu in ("", "_quickgelu")
+    for size in ("base_patch32", "base_patch16", "large_patch14")
+]
+FULL_SIZE += [
+    f"vit_{size}_patch14{reg}_dinov2"
+    for reg in ("", "_reg4")
+    for size in ("small", "base", "large")
+]
+
+
+def create(name: str) -> torch.nn.Module:
+    """timm's network as its published files hold it: DINOv2's without a classifier, the others
+    with ImageNet's (CLIP's towers' default is their 512-wide projection)."""
+    return timm.create_model(name, num_classes=0 if "dinov2" in name else 1000)
 
 
 if __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
-        write_case(case, arch, build, size, calibration_size=size)
-    write_index("vit", FULL_SIZE)
+        classes = {"num_classes": 0} if "features" in case else None
+        write_case(case, arch, build, size, calibration_size=size, config=classes)
+    write_index("vit", FULL_SIZE, create)

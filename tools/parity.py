@@ -91,7 +91,9 @@ def write_case(
     save_file(
         {
             "images": np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy()),
-            "logits": logits.numpy(),
+            # Features without a classifier are a strided view (the class token's row), which
+            # safetensors would write as the buffer's first bytes.
+            "logits": np.ascontiguousarray(logits.numpy()),
         },
         folder / "expected.safetensors",
     )

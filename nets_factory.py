@@ -507,8 +507,8 @@ def load_pretrained(
         (`resnet50.a1_in1k`), a Hub repository (`hf-hub:timm/resnet50.a1_in1k`, needs the `hub`
         extra), a torchvision, Keras Applications or other catalogued URL (hash-checked).
         `python -m nets_factory NAME` lists the published weights of a network.
-      num_classes: None keeps the file's classifier; another count (or 0: features) replaces it,
-        initialised from `rng`, for fine-tuning.
+      num_classes: None keeps the file's classifier (a file without one, DINOv2's: features);
+        another count (or 0: features) replaces it, initialised from `rng`, for fine-tuning.
       revision: a Hub branch, tag or commit to pin.
       local_files_only: use the Hub's cache alone, never the network (as `HF_HUB_OFFLINE=1`).
       **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts

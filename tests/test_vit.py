@@ -245,16 +245,17 @@ def test_registers_layer_scale_and_position_embeddings_of_the_patches_only():
     fn, reg4 = params("vit_small_patch14_reg4_dinov2")  # 4x4 patches of 8 pixels
     assert reg4["reg_token"].shape == (1, 4, 32) and reg4["pos_embed"].shape == (1, 16, 32)
     assert reg4["blocks_1"]["ls2"]["gamma"].shape == (32,)
-    variables = fn.init(jax.random.key(0), jnp.ones((1, 32, 32, 3)))
-    np.testing.assert_array_equal(variables["params"]["blocks_0"]["ls1"]["gamma"], np.float32(1e-5))
-    _, end_points = fn.apply(variables, jnp.ones((1, 48, 48, 3)))  # resampled to 6x6
-    assert end_points["stem"].shape == (1, 1 + 4 + 36, 32)
+    _, end_points = jax.eval_shape(fn.apply, {"params": reg4}, jnp.ones((1, 48, 48, 3)))
+    assert end_points["stem"].shape == (1, 1 + 4 + 36, 32)  # the grid resampled to 6x6
+    scale = vit.LayerScale(1e-5).init(jax.random.key(0), jnp.ones((1, 32)))["params"]["gamma"]
+    np.testing.assert_array_equal(scale, np.full(32, 1e-5, np.float32))
     assert params("vit_small_patch14_dinov2")[1]["pos_embed"].shape == (1, 17, 32)
     _, deit3 = params("deit3_small_patch16_224")
     assert deit3["pos_embed"].shape == (1, 16, 32) and "reg_token" not in deit3
     assert "ls1" not in params("vit_tiny_patch16_224")[1]["blocks_0"]
     _, clip = params("vit_base_patch16_clip_224")
     assert "bias" not in clip["patch_embed"] and clip["norm_pre"]["scale"].shape == (32,)
+    assert fn.module.layer_id(("norm_pre",)) == fn.module.layer_id(()) == 0  # timm's groups
     registry = nets_factory.get_network_fn("vit_base_patch14_dinov2", 0)
     assert registry.default_image_size == 518 and registry.module.img_size is None
     with pytest.raises(ValueError, match=r"distilled=True with reg_tokens=4: timm has no such"):

@@ -18,21 +18,12 @@ from pathlib import Path
 
 # (image, calibration) sizes of networks whose smallest input exceeds the calibration's 56 px.
 IMAGE_SIZES = {"inception_v4": (299, 299), "inception_resnet_v2": (299, 299)}
-# timm's ViTs take only the size their position embeddings were made for.
-IMAGE_SIZES |= {
-    f"{family}_{size}_{kind}patch16_224": (224, 224)
-    for family, kind in (("vit", ""), ("deit", ""), ("deit", "distilled_"))
-    for size in ("tiny", "small", "base", "large")
-}
-IMAGE_SIZES["vit_base_patch32_224"] = (224, 224)
-# So do timm's Swins without `dynamic_img_size` (their attention masks are made for it).
-IMAGE_SIZES |= {f"swin_{size}_patch4_window7_224": (224, 224) for size in ("tiny", "small", "base")}
 
 
 def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool = False) -> None:
     """`dynamic`: timm's ViTs (Swins) built with `dynamic_img_size=True`, run at `size` (their
-    position embeddings resampled; their maps padded to window multiples), where `IMAGE_SIZES`
-    would hold them at their own size."""
+    position embeddings resampled; their maps padded to window multiples), where they would run
+    at their own size."""
     import json
 
     import numpy as np
@@ -44,8 +35,15 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
         generator = torch.Generator().manual_seed(0)
         extra = {"dynamic_img_size": True} if dynamic else {}
         model = timm.create_model(architecture, pretrained=False, **extra)
+        # timm's ViTs and Swins without `dynamic_img_size` take only the size their position
+        # embeddings (attention masks) were made for: 224, 384, DINOv2's 518.
+        own = None if dynamic else getattr(getattr(model, "patch_embed", None), "img_size", None)
         image_size, calibration_size = (
-            (size, size) if dynamic else IMAGE_SIZES.get(architecture, (size, 56))
+            (size, size)
+            if dynamic
+            else (own[0], own[0])
+            if own
+            else IMAGE_SIZES.get(architecture, (size, 56))
         )
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
@@ -62,7 +60,7 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
         save_file(
             {
                 "images": np.ascontiguousarray(images.permute(0, 2, 3, 1).numpy()),
-                "logits": logits.numpy(),
+                "logits": np.ascontiguousarray(logits.numpy()),  # features: a strided view
             },
             out / "expected.safetensors",
         )

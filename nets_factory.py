@@ -214,6 +214,18 @@ networks_map: dict[str, functools.partial] = {
     "vit_small_patch14_reg4_dinov2": vit.vit_small_patch14_reg4_dinov2,
     "vit_base_patch14_reg4_dinov2": vit.vit_base_patch14_reg4_dinov2,
     "vit_large_patch14_reg4_dinov2": vit.vit_large_patch14_reg4_dinov2,
+    # SigLIP's image towers, attention-pooled, and as timm's `_gap_` networks.
+    "vit_base_patch16_siglip_224": vit.vit_base_patch16_siglip_224,
+    "vit_base_patch16_siglip_256": vit.vit_base_patch16_siglip_256,
+    "vit_base_patch16_siglip_384": vit.vit_base_patch16_siglip_384,
+    "vit_base_patch16_siglip_512": vit.vit_base_patch16_siglip_512,
+    "vit_large_patch16_siglip_256": vit.vit_large_patch16_siglip_256,
+    "vit_large_patch16_siglip_384": vit.vit_large_patch16_siglip_384,
+    "vit_so400m_patch14_siglip_224": vit.vit_so400m_patch14_siglip_224,
+    "vit_so400m_patch14_siglip_384": vit.vit_so400m_patch14_siglip_384,
+    "vit_base_patch16_siglip_gap_224": vit.vit_base_patch16_siglip_gap_224,
+    "vit_so400m_patch14_siglip_gap_224": vit.vit_so400m_patch14_siglip_gap_224,
+    "vit_so400m_patch14_siglip_gap_384": vit.vit_so400m_patch14_siglip_gap_384,
     # Swin Transformer (Liu et al. 2021), timm's names, and torchvision's for the same networks.
     "swin_tiny_patch4_window7_224": swin.swin_tiny_patch4_window7_224,
     "swin_small_patch4_window7_224": swin.swin_small_patch4_window7_224,

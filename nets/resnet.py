@@ -241,12 +241,14 @@ class ResNet(nn.Module):
     block_cls: ModuleDef
     num_classes: int | None = 1000
     num_filters: int = 64
-    stem_kernel_size: int = 7
+    # The stem convolutions' kernel size; None: 7 for a single convolution, 3 for each of a
+    # deep stem's.
+    stem_kernel_size: int | None = None
     stem_strides: int = 2
     stem_pool: bool = True
-    # A deep stem (ResNet-D): 3x3 convolutions of these widths, the first strided, each with
-    # BatchNorm and ReLU, before the stem convolution, a 3x3 then (timm's `stem_type='deep'` is
-    # (32, 32), 'deep_tiered' (24, 32)); () for the single `stem_kernel_size` convolution.
+    # A deep stem (ResNet-D): convolutions of these widths, the first strided, each with
+    # BatchNorm and ReLU, before the stem convolution (timm's `stem_type='deep'` is (32, 32),
+    # 'deep_tiered' (24, 32)); () for the single stem convolution.
     stem_widths: Sequence[int] = ()
     # Projection shortcuts average-pool before their 1x1 convolution, which then has stride 1
     # (ResNet-D; timm's `avg_down`).
@@ -282,10 +284,10 @@ class ResNet(nn.Module):
 
         x = jnp.asarray(x, self.dtype)
         strides = (self.stem_strides, self.stem_strides)
+        k = self.stem_kernel_size or (3 if self.stem_widths else 7)
         for i, width in enumerate(self.stem_widths):
-            x = conv(width, (3, 3), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
+            x = conv(width, (k, k), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
             x = self.act(norm(name=f"stem_bn_{i}")(x))
-        k = 3 if self.stem_widths else self.stem_kernel_size
         x = conv(
             self.num_filters,
             (k, k),

@@ -1,4 +1,5 @@
-"""Vision Transformer (ViT) and DeiT, with DeiT's distillation token.
+"""Vision Transformer (ViT) and DeiT, with DeiT's distillation token, and the later recipes'
+ViTs: DeiT III, CLIP's and SigLIP's image towers, DINOv2.
 
 Dosovitskiy et al. 2020, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
 Scale" (arXiv:2010.11929): the image cut into `patch_size` patches, each embedded linearly (a
@@ -7,7 +8,10 @@ Scale" (arXiv:2010.11929): the image cut into `patch_size` patches, each embedde
 MLP with exact GELU, residual), a final LayerNorm, and the class token's features classified.
 Touvron et al. 2021, "Training data-efficient image transformers & distillation through
 attention" (arXiv:2012.12877): DeiT is the same network trained otherwise; its distilled variants
-add a distillation token beside the class token, with a head of its own.
+add a distillation token beside the class token, with a head of its own. The later recipes
+change timm's fields of the same network: LayerScale (`init_values`), register tokens,
+position embeddings for the patches only (`no_embed_class`), CLIP's `norm_pre` and QuickGELU,
+SigLIP's towers without a class token, pooled by attention (`global_pool='map'`) or averaged.
 
 Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled`:
 - Position embeddings are made for `img_size` (timm's field; 224). At another image size they are
@@ -145,6 +149,38 @@ class Block(nn.Module):
         return residual(x, mlp(norm(name="norm2")(x), train), "ls2")
 
 
+class AttentionPool(nn.Module):
+    """Multi-head attention pooling ("MAP", SigLIP's; timm's `AttentionPoolLatent`): a learned
+    `latent` query attends over the tokens (`q`, `kv`, `proj`), then a residual MLP on its
+    LayerNorm (`norm`, `mlp`); returns `[batch, width]`."""
+
+    num_heads: int
+    mlp_ratio: float = 4.0
+    epsilon: float = LAYER_NORM_EPSILON
+    dtype: Any = jnp.float32
+    act_layer: Activation = "gelu"
+    attention: Implementation = "auto"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        batch, tokens, width = x.shape
+        heads = (self.num_heads, width // self.num_heads)
+        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
+        init = nn.initializers.truncated_normal(width**-0.5)  # timm's trunc_normal_tf_
+        latent = self.param("latent", init, (1, 1, width))
+        q = dense(width, name="q")(jnp.broadcast_to(latent.astype(self.dtype), (batch, 1, width)))
+        kv = dense(2 * width, name="kv")(x).reshape(batch, tokens, 2, *heads)
+        product = DotProductAttention(self.attention, name="product")
+        x = product(q.reshape(batch, 1, *heads), kv[:, :, 0], kv[:, :, 1])
+        x = dense(width, name="proj")(x.reshape(batch, 1, width))
+        norm = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm")
+        mlp = Mlp(int(width * self.mlp_ratio), 0.0, self.dtype, self.act_layer, name="mlp")
+        return (x + mlp(norm(x), train=False))[:, 0]
+
+
+Pool = Literal["token", "avg", "map"]
+
+
 def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.Array:
     """Position embeddings `[1, h, w, dim]` resampled to `[1, *size, dim]`: bicubic (Keys,
     a = -0.5) with antialiasing, computed in float32, as timm's `resample_abs_pos_embed`."""
@@ -159,15 +195,18 @@ class VisionTransformer(nn.Module):
     """ViT / DeiT with `depth` blocks of width `embed_dim`; `distilled` adds DeiT's second token.
 
     Returns `(logits, end_points)`: logits `[batch, num_classes]` (distilled: the mean of the
-    class and distillation heads), or the class token's features `[batch, embed_dim]` (distilled:
-    the mean of the two tokens') when `num_classes` is 0 or None. End points: `stem` (the tokens
-    entering the first block, position embeddings added: `[batch, prefix + patches, embed_dim]`),
-    `block1`..`block{depth}` (the tokens after each block), `norm` (after the final LayerNorm),
-    `pre_logits`, `logits`, `predictions`, and for distilled networks with a head `cls_logits`
-    and `dist_logits` (each head's logits). Parameter names are timm's: `patch_embed`,
-    `cls_token`, `dist_token`, `pos_embed` (`[1, prefix + (img_size / patch_size)**2,
-    embed_dim]`), `blocks_{i}/{norm1,attn/qkv,attn/proj,norm2,mlp/fc1,mlp/fc2}`, `norm`,
-    `head`, `head_dist`.
+    class and distillation heads), or the pooled features `[batch, embed_dim]` (the class
+    token's by default; distilled: the mean of the two tokens') when `num_classes` is 0 or None.
+    End points: `stem` (the tokens entering the first block, position embeddings added:
+    `[batch, prefix + patches, embed_dim]`, the prefix being the class, distillation and register
+    tokens), `block1`..`block{depth}` (the tokens after each block), `norm` (after the final
+    LayerNorm, unless it follows the pooling: `fc_norm`), `pre_logits`, `logits`, `predictions`,
+    and for distilled networks with a head `cls_logits` and `dist_logits` (each head's logits).
+    Parameter names are timm's: `patch_embed`, `cls_token`, `dist_token`, `pos_embed` (`[1,
+    prefix + (img_size / patch_size)**2, embed_dim]`, without the prefix for `no_embed_class`),
+    `blocks_{i}/{norm1,attn/qkv,attn/proj,norm2,mlp/fc1,mlp/fc2}`, `norm`, `head`, `head_dist`,
+    and `reg_token`, `norm_pre`, `blocks_{i}/ls1`, `ls2`, `attn_pool`, `fc_norm` where the fields
+    make them.
     """
 
     default_image_size: int = 224  # the evaluation size of the weights' recipe
@@ -197,6 +236,13 @@ class VisionTransformer(nn.Module):
     init_values: float | None = None  # LayerScale on every residual branch, started here
     pre_norm: bool = False  # CLIP's: a LayerNorm `norm_pre` before the blocks, no patch bias
     act_layer: Activation = "gelu"  # the MLP's; OpenAI CLIP's weights need 'quick_gelu'
+    class_token: bool = True  # SigLIP's towers have none
+    # The features the head classifies: 'token' (the class token's), 'avg' (the mean of the
+    # patches' tokens), 'map' (SigLIP's attention pooling, `AttentionPool` named `attn_pool`).
+    global_pool: Pool = "token"
+    # The final LayerNorm after the pooling (`fc_norm`) instead of before it (`norm`); None:
+    # timm's rule, after it for 'avg' pooling only.
+    fc_norm: bool | None = None
 
     @property
     def min_image_size(self) -> int:
@@ -231,6 +277,21 @@ class VisionTransformer(nn.Module):
                 f"distilled=True with reg_tokens={self.reg_tokens}: timm has no such network, "
                 "so the tokens' order is not defined; use one of them"
             )
+        if self.global_pool not in ("token", "avg", "map"):
+            raise ValueError(
+                f"global_pool={self.global_pool!r} is not one of 'token', 'avg', 'map'"
+            )
+        if (self.global_pool == "token" or self.distilled) and not self.class_token:
+            raise ValueError(
+                "class_token=False leaves no class token to pool: set global_pool='avg' or "
+                "'map' (and distilled=False)"
+            )
+        if self.distilled and (self.global_pool != "token" or self.fc_norm):
+            raise ValueError(
+                f"distilled=True with global_pool={self.global_pool!r}, fc_norm={self.fc_norm}: "
+                "DeiT's two heads classify the normalised class and distillation tokens; use "
+                "global_pool='token' and fc_norm None or False"
+            )
         check_drop_path_rate(self.drop_path_rate)
         end_points = {}
         patch = (self.patch_size, self.patch_size)
@@ -246,27 +307,30 @@ class VisionTransformer(nn.Module):
         batch, height, width, dim = x.shape
 
         grid = size // self.patch_size
-        prefix = 1 + self.distilled + self.reg_tokens  # the tokens before the patches
+        prefix = self.class_token + self.distilled + self.reg_tokens  # before the patches
         embedded = 0 if self.no_embed_class else prefix  # those with a position embedding
         pos_embed = self.param(
             "pos_embed", nn.initializers.normal(0.02), (1, embedded + grid * grid, dim)
         )
         grid_embed = pos_embed[:, embedded:].reshape(1, grid, grid, dim)
         grid_embed = resample_position_embeddings(grid_embed, (height, width))
-        tokens = [self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim))]
+        tokens = []
+        if self.class_token:
+            tokens.append(self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim)))
         if self.distilled:
             tokens.append(self.param("dist_token", nn.initializers.normal(0.02), (1, 1, dim)))
         if self.reg_tokens:
             init = nn.initializers.normal(1e-6)
             tokens.append(self.param("reg_token", init, (1, self.reg_tokens, dim)))
-        tokens = jnp.concatenate(tokens, axis=1)
-        if embedded:
-            tokens = tokens + pos_embed[:, :embedded]
-        tokens = jnp.broadcast_to(tokens.astype(self.dtype), (batch, prefix, dim))
         x = x.reshape(batch, height * width, dim) + grid_embed.reshape(1, -1, dim).astype(
             self.dtype
         )
-        x = jnp.concatenate([tokens, x], axis=1)
+        if tokens:
+            tokens = jnp.concatenate(tokens, axis=1)
+            if embedded:
+                tokens = tokens + pos_embed[:, :embedded]
+            tokens = jnp.broadcast_to(tokens.astype(self.dtype), (batch, prefix, dim))
+            x = jnp.concatenate([tokens, x], axis=1)
         x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
         if self.pre_norm:
             x = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm_pre")(x)
@@ -288,11 +352,30 @@ class VisionTransformer(nn.Module):
             x = end_points[f"block{i + 1}"] = block(drop_path_rate=rates[i], name=f"blocks_{i}")(
                 x, train
             )
-        x = end_points["norm"] = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm")(x)
+        norm = partial(nn.LayerNorm, self.epsilon, dtype=self.dtype)
+        fc_norm = self.global_pool == "avg" if self.fc_norm is None else self.fc_norm
+        if not fc_norm:
+            x = end_points["norm"] = norm(name="norm")(x)
 
         head = partial(classify, train=train, dropout_rate=self.dropout_rate, dtype=self.dtype)
         if not self.distilled:
-            return head(x[:, 0], end_points, self.num_classes, name="head")
+            if self.global_pool == "token":
+                features = x[:, 0]
+            elif self.global_pool == "avg":
+                features = jnp.mean(x[:, prefix:], axis=1)
+            else:
+                features = AttentionPool(
+                    self.num_heads,
+                    self.mlp_ratio,
+                    self.epsilon,
+                    self.dtype,
+                    self.act_layer,
+                    self.attention,
+                    name="attn_pool",
+                )(x[:, prefix:])
+            if fc_norm:
+                features = norm(name="fc_norm")(features)
+            return head(features, end_points, self.num_classes, name="head")
         features, _ = head((x[:, 0] + x[:, 1]) / 2, end_points, None)
         if not self.num_classes:
             return features, end_points
@@ -360,3 +443,23 @@ vit_large_patch14_dinov2 = partial(vit_large_patch16_224, **_DINOV2)
 vit_small_patch14_reg4_dinov2 = partial(vit_small_patch14_dinov2, **_REG4)
 vit_base_patch14_reg4_dinov2 = partial(vit_base_patch14_dinov2, **_REG4)
 vit_large_patch14_reg4_dinov2 = partial(vit_large_patch14_dinov2, **_REG4)
+
+# SigLIP's image towers (Zhai et al. 2023; SigLIP 2, Tschannen et al. 2025): no class token, the
+# tokens pooled by attention (`global_pool='map'`); the `_gap_` networks, timm's for the same
+# weights without the pooling head (PaliGemma's tower), average the tokens, `norm` before.
+_SIGLIP = {"class_token": False, "global_pool": "map"}
+_SIGLIP_GAP = {"class_token": False, "global_pool": "avg", "fc_norm": False}
+_SO400M = {"patch_size": 14, "embed_dim": 1152, "depth": 27, "num_heads": 16, "mlp_ratio": 3.7362}
+vit_base_patch16_siglip_224 = partial(vit_base_patch16_224, **_SIGLIP)
+vit_base_patch16_siglip_256 = partial(vit_base_patch16_siglip_224, default_image_size=256)
+vit_base_patch16_siglip_384 = partial(vit_base_patch16_siglip_224, default_image_size=384)
+vit_base_patch16_siglip_512 = partial(vit_base_patch16_siglip_224, default_image_size=512)
+vit_large_patch16_siglip_256 = partial(vit_large_patch16_224, default_image_size=256, **_SIGLIP)
+vit_large_patch16_siglip_384 = partial(vit_large_patch16_224, default_image_size=384, **_SIGLIP)
+vit_so400m_patch14_siglip_224 = partial(VisionTransformer, **_SO400M, **_SIGLIP)
+vit_so400m_patch14_siglip_384 = partial(vit_so400m_patch14_siglip_224, default_image_size=384)
+vit_base_patch16_siglip_gap_224 = partial(vit_base_patch16_224, **_SIGLIP_GAP)
+vit_so400m_patch14_siglip_gap_224 = partial(VisionTransformer, **_SO400M, **_SIGLIP_GAP)
+vit_so400m_patch14_siglip_gap_384 = partial(
+    vit_so400m_patch14_siglip_gap_224, default_image_size=384
+)

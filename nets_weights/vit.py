@@ -19,7 +19,8 @@ import dataclasses
 from nets_weights.convert import TORCH, Architecture, Framework, same_layout
 
 # PyTorch's leaves, and the network's own parameters, named alike in both.
-_TOKENS = ("cls_token", "dist_token", "reg_token", "pos_embed", "gamma")  # gamma: LayerScale's
+# gamma: LayerScale's; latent: the attention pooling's query.
+_TOKENS = ("cls_token", "dist_token", "reg_token", "pos_embed", "gamma", "latent")
 TIMM_VIT: Framework = dataclasses.replace(
     TORCH, leaves={**TORCH.leaves, **{name: (name,) for name in _TOKENS}}
 )
@@ -89,6 +90,17 @@ ARCHITECTURES = {
         "vit_small_patch14_reg4_dinov2",
         "vit_base_patch14_reg4_dinov2",
         "vit_large_patch14_reg4_dinov2",
+        "vit_base_patch16_siglip_224",
+        "vit_base_patch16_siglip_256",
+        "vit_base_patch16_siglip_384",
+        "vit_base_patch16_siglip_512",
+        "vit_large_patch16_siglip_256",
+        "vit_large_patch16_siglip_384",
+        "vit_so400m_patch14_siglip_224",
+        "vit_so400m_patch14_siglip_384",
+        "vit_base_patch16_siglip_gap_224",
+        "vit_so400m_patch14_siglip_gap_224",
+        "vit_so400m_patch14_siglip_gap_384",
     )
 }
 

@@ -28,6 +28,10 @@ PARITY = {
     "clip_quickgelu_config": ("vit_base_patch16_clip_quickgelu_224", SMALL),
     # Without a classifier: the class token's features, resampled from 4x4 to 6x6.
     "dinov2_reg_features_42": ("vit_small_patch14_reg4_dinov2", DINOV2_SMALL),
+    # Without a class token or a classifier: the tokens pooled by attention.
+    "siglip_features_config": ("vit_base_patch16_siglip_224", SMALL),
+    # Averaged patches, then `fc_norm` (timm's rule for 'avg' pooling).
+    "vit_avg_fc_norm_config": ("vit_tiny_patch16_224", {**SMALL, "global_pool": "avg"}),
 }
 
 

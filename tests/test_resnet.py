@@ -148,6 +148,14 @@ def test_resnet_d_stem_and_gates_are_timms_modules():
         for i in (0, 3, 7, 13)
     ]
     assert kernels == [(5, 1, 1)] * 3 + [(7, 1, 1)]  # ECA's k by the channels: 256 ... 2048
+    # The stem's kernel size is the deep stem's 3 unless set, and then it is every stem
+    # convolution's; the single stem's is 7.
+    assert nets_factory.get_network_fn("resnet50d", 10).module.stem_kernel_size is None
+    fn = nets_factory.get_network_fn("resnet26d", 10, stem_kernel_size=5, stage_sizes=(1,))
+    images = jax.ShapeDtypeStruct((1, 64, 64, 3), jnp.float32)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    assert [params[n]["kernel"].shape[:2] for n in ("stem_conv_0", "conv_init")] == [(5, 5)] * 2
+    assert variable_trees.leaf_shapes("resnet50")["params", "conv_init", "kernel"] == (7, 7, 3, 64)
 
 
 def test_unknown_gate_and_averaging_v2_shortcuts_are_refused():

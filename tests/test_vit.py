@@ -57,6 +57,17 @@ PUBLISHED_COUNTS = {
     "vit_small_patch14_reg4_dinov2": 22_442_344,
     "vit_base_patch14_reg4_dinov2": 87_351_016,
     "vit_large_patch14_reg4_dinov2": 305_395_688,
+    "vit_base_patch16_siglip_224": 93_653_224,
+    "vit_base_patch16_siglip_256": 93_699_304,
+    "vit_base_patch16_siglip_384": 93_945_064,
+    "vit_base_patch16_siglip_512": 94_289_128,
+    "vit_large_patch16_siglip_256": 316_981_224,
+    "vit_large_patch16_siglip_384": 317_308_904,
+    "vit_so400m_patch14_siglip_224": 428_833_704,
+    "vit_so400m_patch14_siglip_384": 429_378_600,
+    "vit_base_patch16_siglip_gap_224": 86_566_120,
+    "vit_so400m_patch14_siglip_gap_224": 413_595_352,
+    "vit_so400m_patch14_siglip_gap_384": 414_140_248,
 }
 
 # MACs at 224 px, batch 1: PyTorch's `torch.utils.flop_counter.FlopCounterMode` on timm's
@@ -260,6 +271,31 @@ def test_registers_layer_scale_and_position_embeddings_of_the_patches_only():
     assert registry.default_image_size == 518 and registry.module.img_size is None
     with pytest.raises(ValueError, match=r"distilled=True with reg_tokens=4: timm has no such"):
         params("deit_tiny_distilled_patch16_224", reg_tokens=4)
+
+
+def test_pooling_the_class_token_the_patches_or_by_attention():
+    def traced(name, **kwargs):
+        fn = small_fn(name, **kwargs)
+        shapes = jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 32, 32, 3)))
+        return jax.eval_shape(fn.apply, shapes, jnp.ones((2, 32, 32, 3)))[1], shapes["params"]
+
+    end_points, siglip = traced("vit_base_patch16_siglip_224")
+    assert "cls_token" not in siglip and siglip["pos_embed"].shape == (1, 16, 32)
+    assert siglip["attn_pool"]["latent"].shape == (1, 1, 32) and "norm" in siglip
+    assert siglip["attn_pool"]["mlp"]["fc1"]["kernel"].shape == (32, 128)
+    assert end_points["stem"].shape == (2, 16, 32) and end_points["pre_logits"].shape == (2, 32)
+    _, gap = traced("vit_base_patch16_siglip_gap_224")
+    assert "attn_pool" not in gap and "fc_norm" not in gap and "norm" in gap
+    end_points, avg = traced("vit_tiny_patch16_224", global_pool="avg")  # fc_norm, not norm
+    assert "fc_norm" in avg and "norm" not in avg and "norm" not in end_points
+    for kwargs, error in (
+        ({"global_pool": "max"}, r"global_pool='max' is not one of 'token', 'avg', 'map'"),
+        ({"class_token": False}, r"class_token=False leaves no class token to pool"),
+    ):
+        with pytest.raises(ValueError, match=error):
+            traced("vit_tiny_patch16_224", **kwargs)
+    with pytest.raises(ValueError, match=r"distilled=True with global_pool='avg', fc_norm=None"):
+        traced("deit_tiny_distilled_patch16_224", global_pool="avg")
 
 
 def test_the_mlp_activation_is_quick_gelu_for_openai_clip_and_named_otherwise():

@@ -92,6 +92,20 @@ CASES = {
         ),
         42,
     ),
+    # SigLIP's tower, published without a classifier: no class token, attention pooling.
+    "siglip_features_config": (
+        "vit_base_patch16_siglip_224",
+        lambda: unit_linears(
+            small(VisionTransformer, num_classes=0, class_token=False, global_pool="map")
+        ),
+        32,
+    ),
+    # Average pooling with timm's default `fc_norm` after it (MAE's and BEiT's fine-tuning).
+    "vit_avg_fc_norm_config": (
+        "vit_tiny_patch16_224",
+        lambda: unit_linears(small(VisionTransformer, global_pool="avg")),
+        32,
+    ),
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert: the
@@ -112,6 +126,10 @@ FULL_SIZE += [
     for gelu in ("", "_quickgelu")
     for size in ("base_patch32", "base_patch16", "large_patch14")
 ]
+FULL_SIZE += [f"vit_base_patch16_siglip_{px}" for px in (224, 256, 384, 512)]
+FULL_SIZE += [f"vit_large_patch16_siglip_{px}" for px in (256, 384)]
+FULL_SIZE += [f"vit_so400m_patch14_siglip{gap}_{px}" for gap in ("", "_gap") for px in (224, 384)]
+FULL_SIZE += ["vit_base_patch16_siglip_gap_224"]
 FULL_SIZE += [
     f"vit_{size}_patch14{reg}_dinov2"
     for reg in ("", "_reg4")
@@ -120,9 +138,11 @@ FULL_SIZE += [
 
 
 def create(name: str) -> torch.nn.Module:
-    """timm's network as its published files hold it: DINOv2's without a classifier, the others
-    with ImageNet's (CLIP's towers' default is their 512-wide projection)."""
-    return timm.create_model(name, num_classes=0 if "dinov2" in name else 1000)
+    """timm's network as its published files hold it: DINOv2's and SigLIP's without a
+    classifier, the others with ImageNet's (CLIP's towers' default is their 512-wide
+    projection)."""
+    headless = "dinov2" in name or "siglip" in name
+    return timm.create_model(name, num_classes=0 if headless else 1000)
 
 
 if __name__ == "__main__":

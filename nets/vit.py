@@ -14,21 +14,23 @@ position embeddings for the patches only (`no_embed_class`), CLIP's `norm_pre` a
 SigLIP's towers without a class token, pooled by attention (`global_pool='map'`) or averaged.
 
 Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled`:
-- Position embeddings are made for `img_size` (timm's field; 224). At another image size they are
-  resampled to the token grid every call, bicubically with antialiasing (`jax.image.resize`,
-  Keys' cubic with a = -0.5, weights renormalised at the borders), as timm's `dynamic_img_size=True`
-  does with `resample_abs_pos_embed` (PyTorch's antialiased bicubic, PIL's filter: the same
-  cubic and the same border renormalisation: logits agree to ~1e-6 relative, full size). Class
-  and distillation tokens' embeddings are never resampled. timm without `dynamic_img_size`
-  refuses other sizes.
+- Position embeddings are made for `img_size` (timm's field; None: `default_image_size`, the
+  registry's 224, 384 or DINOv2's 518, which timm takes from the weights' config). At another
+  image size they are resampled to the token grid every call, bicubically with antialiasing
+  (`jax.image.resize`, Keys' cubic with a = -0.5, weights renormalised at the borders), as
+  timm's `dynamic_img_size=True` does with `resample_abs_pos_embed` (PyTorch's antialiased
+  bicubic, PIL's filter: the same cubic and the same border renormalisation: logits agree to
+  ~1e-6 relative, full size). The class, distillation and register tokens' embeddings are never
+  resampled. timm without `dynamic_img_size` refuses other sizes.
 - The distilled networks always return the mean of the two heads as `logits`, in training too:
   timm does so unless `set_distilled_training(True)`, when its training forward returns the
   pair. Here the pair is always in `end_points` (`cls_logits`, `dist_logits`), so distillation
   losses read them without another mode; `pre_logits` is the mean of the two tokens' features,
   timm's `forward_head(pre_logits=True)`.
 - `regularization_loss` covers the convolution and dense kernels only: not LayerNorm, biases,
-  `pos_embed`, `cls_token` or `dist_token`, which timm's `no_weight_decay()` and its optimizer
-  factory (no decay for 1-D parameters) leave out too.
+  LayerScale, `pos_embed`, `cls_token`, `dist_token` or `reg_token`, which timm's
+  `no_weight_decay()` and its optimizer factory (no decay for 1-D parameters) leave out too;
+  nor SigLIP's pooling query `attn_pool/latent`, which timm's factory decays.
 - `drop_path_rate` is stochastic depth rising linearly from 0 at the first block to this rate at
   the last, as timm's (DeiT-S trains with 0.1). `dropout_rate` is timm's `drop_rate` (after the
   position embeddings, the attention projection, each MLP layer and before the head).
@@ -255,8 +257,9 @@ class VisionTransformer(nn.Module):
 
     def layer_id(self, path: tuple[str, ...]) -> int:
         """The depth of the parameter under module `path`, for layer-wise learning-rate decay
-        (timm's `group_matcher`): 0 for the patch embedding, tokens and position embeddings,
-        `i + 1` for `blocks_i`, the final norm with the last block, `depth + 1` for the heads."""
+        (timm's `group_matcher`): 0 for the patch embedding, tokens, position embeddings and
+        `norm_pre`, `i + 1` for `blocks_i`, the final norm with the last block, `depth + 1` for
+        the heads (and the pooling's `attn_pool`, `fc_norm`)."""
         top = path[0] if path else ""  # the tokens and position embeddings have no module
         if top in ("", "patch_embed", "norm_pre"):
             return 0

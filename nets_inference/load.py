@@ -65,6 +65,11 @@ def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:
     resolved = workdir / "config.yaml"
     if not resolved.is_file():
         raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
+    if not resolved.read_text().strip():  # it would read as the defaults' network
+        raise UserError(
+            f"{resolved} is empty: its run wrote none (train.py writes it whole when it starts); "
+            "start the run again, or restore the file"
+        )
     return config.load(resolved, overrides)
 
 

@@ -52,7 +52,7 @@ from nets_training.config import (
 )
 from nets_training.errors import ClassCountError, PeerLost, UserError
 from nets_training.metrics import Console, MetricsLog, Throughput, Window
-from nets_training.workdir import hold_workdir
+from nets_training.workdir import hold_workdir, write_config
 
 # DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
 SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
@@ -452,7 +452,7 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
     started = time.perf_counter()
     run = build(config, workdir)
     if process0:
-        (workdir / "config.yaml").write_text(dump(run.config))
+        write_config(workdir, dump(run.config))
     log = MetricsLog(workdir, run.start_step, process0)
     console = Console(run.total_steps, run.start_step, process0)
     console.print(f"{run.describe()}; workdir {workdir}")

@@ -1,4 +1,5 @@
-"""The run's folder: created when a run starts, locked while it runs, tidied when a start fails.
+"""The run's folder: created when a run starts, locked while it runs, tidied when a start fails;
+its resolved `config.yaml` written whole or not at all.
 
 The lock is `fcntl.flock` on `<workdir>/train.lock`: the operating system releases it when the
 process ends, however it ends (`kill -9` included), so it never outlives its run; the file itself
@@ -22,6 +23,17 @@ LOCK_FILE = "train.lock"
 # imports JAX first): past this, a workdir that no run holds has none (`nets-eval --watch`).
 START_SECONDS = 30.0
 SUBFOLDERS = ("checkpoints", "tensorboard")  # what a start creates inside the workdir
+CONFIG_FILE = "config.yaml"  # the run's resolved config, which eval.py and export.py read
+
+
+def write_config(workdir: Path, text: str) -> None:
+    """Writes the run's `config.yaml` through a temporary file renamed over it: `nets-eval
+    --watch` reads it as soon as it exists, and a file read while still being written (empty,
+    or cut short) would read as the defaults' network."""
+    path = workdir / CONFIG_FILE
+    temporary = path.with_name(f".{CONFIG_FILE}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 @contextlib.contextmanager

@@ -198,6 +198,21 @@ def test_a_run_evaluates_on_its_own_config_and_weights_on_the_one_given(workdir)
     )
 
 
+def test_an_empty_config_yaml_is_refused_not_read_as_the_defaults(tmp_path):
+    # A run writes its config.yaml whole (a renamed temporary file), so `--watch`, which reads
+    # it as soon as it exists, never sees it empty; an empty one would be the defaults' network.
+    from nets_inference import load
+    from nets_training import workdir
+    from nets_training.errors import UserError
+
+    (tmp_path / "config.yaml").touch()
+    with pytest.raises(UserError, match=r"config.yaml is empty: its run wrote none"):
+        load.run_config(tmp_path)
+    workdir.write_config(tmp_path, "model:\n  name: resnet20\n")
+    assert load.run_config(tmp_path).model.name == "resnet20"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # no temporary left
+
+
 def test_set_refuses_what_evaluation_would_not_read():
     from nets_cli import common
     from nets_inference import evaluate

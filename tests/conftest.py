@@ -51,13 +51,14 @@ gc.set_threshold(20_000, 10, 10)
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """A finished `helpers.TINY_RUN` with a checkpoint at each of its 3 steps, trained in this
-    process: the run that eval.py's and export.py's tests read (one training for both)."""
-    from tests.helpers import train_tiny_run
+    """A finished `helpers.TINY_RUN` with a checkpoint at each of its 3 steps: the run that
+    eval.py's and export.py's tests read, trained once for the session (`helpers.made_once`)."""
+    from tests.helpers import made_once, train_tiny_run
 
-    folder = tmp_path_factory.mktemp("tiny_run")
-    train_tiny_run(folder, "train.checkpoint_every=1", "train.keep_checkpoints=3")
-    return folder
+    def make(folder):
+        train_tiny_run(folder, "train.checkpoint_every=1", "train.keep_checkpoints=3")
+
+    return made_once(tmp_path_factory, "tiny_run", make)
 
 
 def pytest_configure(config):

@@ -1,9 +1,13 @@
 """Shared test helpers."""
 
 import contextlib
+import fcntl
 import functools
 import json
 import math
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -50,6 +54,25 @@ def train_tiny_run(workdir, *overrides: str):
 
     default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """A private copy of the folder `make(folder)` fills once per test session, whichever of
+    pytest-xdist's workers asks first (the others wait on a lock, then copy it): a run that
+    several tests read costs one training, not one per worker. Each worker gets its own copy, as
+    the tests write into their run's folder."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared, complete = root / f"shared_{name}", root / f"shared_{name}.complete"
+    with open(root / f"shared_{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not complete.exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            make(shared)
+            complete.touch()
+    private = tmp_path_factory.mktemp(name)
+    shutil.copytree(shared, private, dirs_exist_ok=True)
+    return private
 
 
 # XLA's own convolutions in place of the CPU path (`nets.layers.cpu.conv`, `Conv`'s default on

@@ -26,7 +26,7 @@ import yaml
 
 import nets_factory
 from nets_training.workdir import LOCK_FILE
-from tests.helpers import TINY_NETWORK
+from tests.helpers import TINY_NETWORK, made_once
 
 pytestmark = pytest.mark.slow  # train.py run as subprocesses, each starting JAX and compiling
 
@@ -234,13 +234,17 @@ def assert_each_record_averages_its_steps(records_of_two, every_step):
 
 @pytest.fixture(scope="module")
 def one_step(tmp_path_factory, cache):
-    """A finished one-step run of the tiny network: `(its workdir, its process)`. The fine-tuning
+    """A finished one-step run of the tiny network: `(its workdir, its output)`. The fine-tuning
     test starts from it and the class-count test resumes it (each train.steps is a program of
-    its own to compile: one run serves both)."""
-    workdir = tmp_path_factory.mktemp("one_step")
-    result = train(workdir, cache, "train.steps=1")
-    assert result.returncode == 0, result.stderr
-    return workdir, result
+    its own to compile: one run serves both, trained once for the session)."""
+
+    def make(folder):
+        result = train(folder / "run", cache, "train.steps=1")
+        assert result.returncode == 0, result.stderr
+        (folder / "output.txt").write_text(result.stderr + result.stdout)
+
+    folder = made_once(tmp_path_factory, "one_step", make)
+    return folder / "run", (folder / "output.txt").read_text()
 
 
 def test_finetune_restores_all_but_the_excluded_head_and_freezes_the_rest(
@@ -364,8 +368,8 @@ def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, se
 
 
 def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing(cache, one_step):
-    workdir, first = one_step
-    assert "n/a img/s" in first.stderr + first.stdout  # its only step is compilation
+    workdir, output = one_step
+    assert "n/a img/s" in output  # its only step is compilation
     written = (workdir / "metrics.jsonl").read_text()
     assert "NaN" not in written and "train/img_per_sec" not in written
     saved = sorted(os.listdir(workdir / "checkpoints"))

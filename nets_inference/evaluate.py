@@ -240,6 +240,8 @@ def with_weights_classes(
     ...) under 1000- or 1001-class weights gets each folder's ImageNet index."""
     if classes == dataset.num_classes:
         return dataset
+    if not classes:
+        raise UserError(f"--weights {predict.without_classifier(weights)}")
     folders = [Path(p).parent.name for p in getattr(dataset.eval, "paths", ())]
     index = {synset: i + classes - 1000 for i, synset in enumerate(imagenet_synsets())}
     if classes in (1000, 1001) and folders and all(f in index for f in folders):

@@ -87,7 +87,9 @@ def classify_files(
     network_fn, variables: dict, paths: Sequence[str | Path], k: int = 5
 ) -> list[list[tuple] | ImageError]:
     """For each file, its `top_k`, or the `ImageError` that names it where it cannot be read: one
-    bad file among many costs only its own result."""
+    bad file among many costs only its own result. Weights without a classifier are refused."""
+    if not network_fn.module.num_classes:
+        raise ValueError(without_classifier(network_fn.pretrained.source))
     images, results = [], []
     for path in paths:
         try:
@@ -97,6 +99,15 @@ def classify_files(
             results.append(e)
     best = iter(top_k(network_fn, variables, np.stack(images), k) if images else ())
     return [next(best) if result is None else result for result in results]
+
+
+def without_classifier(source: str) -> str:
+    """The one line for weights that hold no classifier (DINOv2's, SigLIP's), asked for classes."""
+    return (
+        f"{source}'s weights hold no classifier: they give features (`pre_logits`), not "
+        "classes; fine-tune a classifier on them (nets-train --set finetune.init_from=...), or "
+        "take weights with one"
+    )
 
 
 def top_k(network_fn, variables: dict, images: np.ndarray, k: int = 5) -> list[list[tuple]]:

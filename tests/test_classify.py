@@ -51,6 +51,15 @@ def test_top_k_names_classes_with_probabilities(tmp_path):
     assert {name for name, _ in best[0]} <= {str(i) for i in range(10)}  # no names: 10 classes
 
 
+def test_weights_without_a_classifier_are_refused_in_one_line():
+    # DINOv2's and SigLIP's files give features: there are no classes to rank.
+    features = ROOT / "tests" / "fixtures" / "parity" / "dinov2_reg_features_42"
+    thin = {"patch_size": 7, "embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 28}
+    network_fn, variables = nets_factory.load_pretrained(None, features, **thin)
+    with pytest.raises(ValueError, match=r"^vit_small_patch14_reg4_dinov2's weights hold no cl"):
+        predict.classify_files(network_fn, variables, [PHOTO])
+
+
 def test_unreadable_image_is_one_line(tmp_path):
     (tmp_path / "x.jpg").write_text("not an image")
     info = architectures.Pretrained(source="x", file="x")

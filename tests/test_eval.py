@@ -309,6 +309,8 @@ def test_an_imagenet_subset_is_evaluated_with_the_weights_class_indices():
     assert evaluate.with_weights_classes(subset, 3, "w", "imagefolder") is subset
     with pytest.raises(UserError, match=r"^--weights w: 10 classes, but imagefolder's eval split"):
         evaluate.with_weights_classes(subset, 10, "w", "imagefolder")
+    with pytest.raises(UserError, match=r"^--weights w's weights hold no classifier: they give"):
+        evaluate.with_weights_classes(subset, 0, "w", "imagefolder")  # DINOv2's, SigLIP's
 
 
 def test_eval_batches_are_no_larger_than_the_data():

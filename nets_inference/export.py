@@ -11,8 +11,6 @@ program, so the file is the whole model. A JSON file beside it (`<out>.json`) sa
 import dataclasses
 import functools
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import jax.numpy as jnp
 import nets_factory
 from nets.layers import Conv
 from nets_inference.load import Network
+from nets_training.atomic import write_atomically
 from nets_training.errors import UserError
 
 INPUT_DTYPES = {"uint8": jnp.uint8, "float32": jnp.float32}
@@ -108,29 +107,6 @@ def write(path: str | Path, exported: jax.export.Exported, info: dict[str, Any])
     temporary file renamed into place), so a reader never sees half a model."""
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, bytes(exported.serialize()))
-    _write_atomically(path.with_name(path.name + ".json"), json.dumps(info, indent=2).encode())
+    write_atomically(path, bytes(exported.serialize()))
+    write_atomically(path.with_name(path.name + ".json"), json.dumps(info, indent=2).encode())
     return path
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        # mkstemp makes the file private (0600); the artifact gets the mode any new file would
-        # (0644 under the usual umask), so another account can serve it.
-        os.fchmod(handle, 0o666 & ~_umask())
-        with os.fdopen(handle, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process's umask (reading it means setting it: set it back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

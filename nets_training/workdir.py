@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from nets_training.atomic import write_atomically
 from nets_training.errors import UserError
 
 LOCK_FILE = "train.lock"
@@ -27,13 +28,10 @@ CONFIG_FILE = "config.yaml"  # the run's resolved config, which eval.py and expo
 
 
 def write_config(workdir: Path, text: str) -> None:
-    """Writes the run's `config.yaml` through a temporary file renamed over it: `nets-eval
+    """Writes the run's `config.yaml` whole (`atomic.write_atomically`): `nets-eval
     --watch` reads it as soon as it exists, and a file read while still being written (empty,
     or cut short) would read as the defaults' network."""
-    path = workdir / CONFIG_FILE
-    temporary = path.with_name(f".{CONFIG_FILE}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+    write_atomically(workdir / CONFIG_FILE, text.encode())
 
 
 @contextlib.contextmanager

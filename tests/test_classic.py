@@ -9,6 +9,7 @@ import nets_factory
 import nets_summary as summary
 from nets import cifarnet
 from nets.layers import adaptive_avg_pool
+from tests import variable_trees
 from tests.helpers import numpy_variables
 
 # torchvision's published counts at 1000 classes. VGG-16, for instance:
@@ -61,10 +62,11 @@ def abstract_params(name, num_classes=1000, size=None):
     return jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
 
 
+# The recorded counts (nets/sizes.tsv), which test_nets_factory compares with a trace of every
+# network; so are the committed end points (tests/end_points.txt) read below.
 @pytest.mark.parametrize("name", sorted(PUBLISHED_COUNTS))
 def test_published_parameter_counts(name):
-    fn = nets_factory.get_network_fn(name, num_classes=1000)
-    assert summary.profile(fn).params == PUBLISHED_COUNTS[name]
+    assert summary.recorded_sizes()[name].params == PUBLISHED_COUNTS[name]
 
 
 @pytest.mark.parametrize(("name", "num_classes"), sorted(SLIM_COUNTS))
@@ -93,8 +95,7 @@ def test_slim_vgg_is_torchvision_vgg(slim_name):
     ],
 )
 def test_slim_end_point_names(name, expected):
-    fn = nets_factory.get_network_fn(name, num_classes=1000)
-    points = summary.profile(fn).end_points
+    points = variable_trees.end_points(name)
     head = ["fc6", "fc7"] if name not in ("lenet", "cifarnet") else []
     assert set(expected + head + ["stem", "pre_logits", "logits", "predictions"]) <= set(points)
     assert points["stem"] == points["pool1"]
@@ -115,7 +116,7 @@ def test_vgg_layers_and_slim_variable_names():
     ("name", "first", "pooled"), [("alexnet_v2", 54, 5), ("alexnet", 55, 6), ("overfeat", 56, 6)]
 )
 def test_alexnet_and_overfeat_shapes_at_default_size(name, first, pooled):
-    points = summary.profile(nets_factory.get_network_fn(name, num_classes=1000)).end_points
+    points = variable_trees.end_points(name)
     assert points["conv1"][1] == first and points["pool5"][1] == pooled
     assert points["fc6"][1:3] == (1, 1)
 

@@ -13,6 +13,7 @@ import nets_factory
 import nets_summary as summary
 from nets import convnext
 from nets.layers import Conv
+from tests import variable_trees
 from tests.helpers import XLA_CONVS, numpy_variables
 
 NAMES = ["convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
@@ -54,13 +55,6 @@ TINY = {"depths": (1, 1, 2, 1), "widths": (8, 16, 24, 32)}
 TWO_STAGES = {"depths": (1, 1), "widths": (8, 16)}
 
 
-# Traces that read shapes and counts take XLA's convolutions (a fifth of the CPU path's trace
-# here: tests/helpers.py).
-@functools.cache
-def profile(name):
-    return summary.profile(nets_factory.get_network_fn(name, num_classes=1000, **XLA_CONVS))
-
-
 def layer_norm_elements(name):
     """Elements every LayerNorm normalises, for one 224 px image."""
     sizes = []
@@ -93,7 +87,7 @@ def test_published_gmacs(name):
 
 
 def test_end_points_per_stage():
-    end_points = profile("convnext_tiny").end_points
+    end_points = variable_trees.end_points("convnext_tiny")  # committed (test_nets_factory)
     assert end_points == {
         "stem": (1, 56, 56, 96),
         "stage1": (1, 56, 56, 96),

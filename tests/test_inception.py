@@ -74,6 +74,9 @@ def abstract_variables(name, **kwargs):
 @functools.cache
 def abstract_end_points(name, train=False, **kwargs):
     """The end points, in the network's order, of an abstract `apply` in mode `train`."""
+    if not kwargs:  # the registry's network: its committed end points, no trace
+        points = variable_trees.end_points(name, train)
+        return {point: jax.ShapeDtypeStruct(shape, jnp.float32) for point, shape in points.items()}
     fn = network(name, train, **kwargs)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]} if train else {}
     order = []

@@ -160,18 +160,19 @@ def test_v3_finegrain_keeps_the_last_convolution():
 
 
 def test_end_point_names_are_slims():
-    v1 = profile("mobilenet_v1_025").end_points
+    end_points = variable_trees.end_points  # committed; test_nets_factory traces them
+    v1 = end_points("mobilenet_v1_025")
     separable = [f"Conv2d_{i}_{kind}" for i in range(1, 14) for kind in ("depthwise", "pointwise")]
     assert list(v1) == ["Conv2d_0", "stem", *separable, "AvgPool_1a", "pre_logits", "logits",
                         "predictions"]  # fmt: skip
     assert v1["AvgPool_1a"] == (1, 1, 1, 256)
     for name, layers in [("mobilenet_v2", 19), ("mobilenet_v3_large", 19),
                          ("mobilenet_v3_small", 15), ("mobilenet_edgetpu", 24)]:  # fmt: skip
-        points = profile(name).end_points
+        points = end_points(name)
         numbered = [f"layer_{i}" for i in range(1, layers + 1)]
         assert [p for p in points if p.startswith("layer_")] == numbered
         assert points["stem"] == points["layer_1"] and "global_pool" in points
-    assert profile("mobilenet_v3_large").end_points["layer_18"] == (1, 1, 1, 960)  # V3 pools
+    assert end_points("mobilenet_v3_large")["layer_18"] == (1, 1, 1, 960)  # V3 pools
 
 
 def test_v2_parameter_tree_follows_slims_scopes():

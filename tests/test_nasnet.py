@@ -90,20 +90,19 @@ def test_pnasnet_builds_only_the_layers_it_needs():
     assert "comb_iter_0_right" not in params["cell_stem_1"]
 
 
-@pytest.mark.slow  # a full-size trace (seconds)
 def test_slim_end_points_of_nasnet_mobile():
-    # As Slim's nasnet_test: the training graph's end points at the default size.
-    module = nets_factory.networks_map["nasnet_mobile"](num_classes=1000)
-    (_, end_points), _ = abstract_init(module, batch=1)
+    # As Slim's nasnet_test: the training graph's end points at the default size (committed;
+    # test_nets_factory traces them).
+    end_points = variable_trees.end_points("nasnet_mobile", train=True)
     expected = {"Stem": (28, 28, 88), "Reduction_Cell_0": (14, 14, 352)}
     expected |= {"Reduction_Cell_1": (7, 7, 704), "global_pool": (1056,)}
     expected |= {f"Cell_{i}": (28 >> (i // 4), 28 >> (i // 4), 264 << (i // 4)) for i in range(12)}
     expected |= {"aux_logits": (1000,), "logits": (1000,), "predictions": (1000,)}
     for name, shape in expected.items():
-        assert end_points[name].shape == (1, *shape), name
+        assert end_points[name] == (1, *shape), name
     # Not Slim's: the feature pyramid's stride-2 and stride-4 maps (nets.features).
-    assert end_points["conv0"].shape == (1, 111, 111, 32)
-    assert end_points["cell_stem_0"].shape == (1, 56, 56, 44)
+    assert end_points["conv0"] == (1, 111, 111, 32)
+    assert end_points["cell_stem_0"] == (1, 56, 56, 44)
     assert set(end_points) == set(expected) | {"stem", "pre_logits", "conv0", "cell_stem_0"}
 
 
@@ -255,12 +254,10 @@ def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():
 
         return loss
 
-    # The default CPU convolutions' gradient is built for every layer, but not compiled: its
-    # thousands of depthwise taps compile in ~12 s, XLA's own convolutions in ~2 s. The properties
-    # below are the network's, whichever convolution computes them (tests/test_conv.py checks the
-    # CPU one against XLA's on each kind of shape, NASNet's depthwise ones included).
-    abstract, _ = jax.eval_shape(gradient(network()), variables["params"], jax.random.key(2), 0.0)
-    assert jax.tree.map(np.shape, abstract) == jax.tree.map(np.shape, variables["params"])
+    # XLA's own convolutions: the default CPU ones' thousands of depthwise taps compile in ~12 s,
+    # XLA's in ~2 s. The properties below are the network's, whichever convolution computes them
+    # (tests/test_conv.py checks the CPU one's values and gradients against XLA's on each kind of
+    # shape, NASNet's depthwise ones included).
     xla_convolutions = network(conv=functools.partial(Conv, impl="xla"))
     # XLA's unoptimised CPU code compiles in half the time and is fast enough here.
     grads = (
@@ -272,6 +269,7 @@ def test_tiny_nasnet_cifar_trains_with_drop_path_from_the_dropout_stream():
     g, logits_a = grads(variables["params"], jax.random.key(2), 0.0)
     _, logits_b = grads(variables["params"], jax.random.key(3), 0.0)
     np.testing.assert_array_equal(logits_a, logits_b)
+    assert jax.tree.map(np.shape, g) == jax.tree.map(np.shape, variables["params"])
     for path, leaf in jax.tree_util.tree_leaves_with_path(g):
         assert np.all(np.isfinite(leaf)) and np.any(leaf != 0), jax.tree_util.keystr(path)
     # Fully scheduled drop-path (rate 0.4 at the top) depends on the 'dropout' key.

@@ -163,6 +163,9 @@ def test_shapes_and_end_points(name):
     assert_the_cpu_path_gives_each_output(convolutions)
     assert "params" in variables
     assert_tree_is_the_snapshots(name, variables)
+    # The end points, in order, are those committed, which the families' tests read.
+    committed = variable_trees.end_points(name, train=True)
+    assert list(end_points.items()) == [(p, (5, *s[1:])) for p, s in committed.items()]
     params = parameters(variables)
 
     # An auxiliary head gives logits in training; the other end points are evaluation's.
@@ -220,9 +223,9 @@ def assert_evaluation_and_features(name, fields, variables, end_points, params, 
         # end points, parameters and MACs of training, as `python -m nets_factory` lists them.
         eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
         measured = summary.profile(eval_fn, variables=variables)
-        assert measured.end_points == {
-            point: (1, *shape[1:]) for point, shape in end_points.items()
-        }
+        assert list(measured.end_points.items()) == [
+            (point, (1, *shape[1:])) for point, shape in end_points.items()
+        ]
         assert (measured.image_size, measured.params, measured.macs) == (size, params, macs)
         return
 

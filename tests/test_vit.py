@@ -15,6 +15,7 @@ import nets_summary as summary
 from nets import vit
 from nets.layers import attention
 from nets.layers.attention import DotProductAttention, fused_attention, fused_kernel_applies
+from tests import variable_trees
 from tests.helpers import numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
@@ -88,10 +89,6 @@ TORCH_MACS = {
 SMALL = {"patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32}
 
 
-def profile(name, **kwargs):
-    return summary.profile(nets_factory.get_network_fn(name, 1000, **kwargs))
-
-
 @pytest.mark.parametrize("name", sorted(PUBLISHED_COUNTS))
 def test_published_parameter_counts(name):
     # The recorded figures (nets/sizes.tsv), which the registry tests compare with a trace of
@@ -110,7 +107,7 @@ def test_attention_products_are_counted():
     # 197 tokens, the head), then 12 blocks of 12 heads of q k^T and attention v (197 x 197 x 64).
     kernels = 196 * 16 * 16 * 3 * 768 + 12 * 197 * 768 * (4 * 768 + 2 * 3072) + 768 * 1000
     products = 12 * 12 * 2 * 197 * 197 * 64
-    assert profile("vit_base_patch16_224").macs == kernels + products
+    assert summary.recorded_sizes()["vit_base_patch16_224"].macs == kernels + products
 
 
 def small_fn(name="vit_tiny_patch16_224", num_classes=10, **kwargs):
@@ -133,8 +130,8 @@ def images(size, batch=2):
 
 
 def test_end_points_are_the_token_sequences():
-    p = profile("vit_small_patch16_224")
-    names = list(p.end_points)
+    end_points = variable_trees.end_points("vit_small_patch16_224")  # committed (test_nets_factory)
+    names = list(end_points)
     assert names[:2] == ["stem", "block1"] and names[12:] == [
         "block12",
         "norm",
@@ -142,8 +139,8 @@ def test_end_points_are_the_token_sequences():
         "logits",
         "predictions",
     ]
-    assert p.end_points["stem"] == p.end_points["block12"] == (1, 197, 384)
-    assert p.end_points["pre_logits"] == (1, 384)
+    assert end_points["stem"] == end_points["block12"] == (1, 197, 384)
+    assert end_points["pre_logits"] == (1, 384)
 
 
 def test_position_embeddings_are_resampled_at_another_size():

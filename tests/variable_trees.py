@@ -1,4 +1,5 @@
-"""The committed snapshot of every network's variable tree (paths and shapes), and its format.
+"""The committed snapshots of every network's variable tree (paths and shapes) and end points,
+and their formats.
 
 A checkpoint restores only into the tree it was saved from, so a refactoring of `nets/` must leave
 every registered network's tree exactly as it was. `variable_trees.txt` holds one section per
@@ -7,8 +8,13 @@ a line, indented; a module that holds only arrays is one line, `name: bias(64) k
 Siblings whose subtrees are identical are folded into `name = sibling`, so a stage of 36 equal
 blocks costs 36 lines, not 36 subtrees.
 
-To rewrite the snapshot after an intended change of a tree: `python -m tests.variable_trees
-[NAME ...]` (only those networks' sections when named).
+`end_points.txt` holds, a line each, the end points of each distinct network's training graph
+(auxiliary heads' included) in the order the network makes them, for one image at its default
+size: `name: stem(1,112,112,64) block1(1,56,56,256) ...`. Tests of a family's end points read
+them here instead of tracing a full-size network again.
+
+To rewrite both after an intended change of a tree or of the end points: `python -m
+tests.variable_trees [NAME ...]` (only those networks' entries when named).
 """
 
 import functools
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 SNAPSHOT = Path(__file__).with_name("variable_trees.txt")
+END_POINTS = Path(__file__).with_name("end_points.txt")
 
 
 def tree_lines(tree: Any, indent: int = 0) -> list[str]:
@@ -126,25 +133,48 @@ def _add(shapes: dict, subtrees: dict, path: tuple[str, ...], leaves: dict) -> N
             subtrees.setdefault(path[:cut], {})[(*path[cut:], *relative)] = shape
 
 
-def main(names: list[str]) -> None:
-    """Rewrites the sections of `names` (default: every distinct network), keeping the others."""
-    import jax
-    import jax.numpy as jnp
+def end_points(name: str, train: bool = False) -> dict[str, tuple[int, ...]]:
+    """`{point: shape}` of registry name `name` at 1000 classes, for one image at its default
+    size, in the network's order, read from the snapshot: training's end points, or (`train`
+    False) evaluation's, which are the same but the auxiliary heads' (test_nets_factory checks
+    both against traces)."""
+    points = _end_point_lines()[section(name)]
+    return {p: s for p, s in points.items() if train or not p.startswith("aux")}
 
+
+@functools.cache
+def _end_point_lines() -> dict[str, dict[str, tuple[int, ...]]]:
+    networks = {}
+    for line in END_POINTS.read_text().splitlines()[1:]:
+        name, points = line.split(": ")
+        networks[name] = dict(_leaf(point) for point in points.split(" "))
+    return networks
+
+
+def end_point_line(name: str, points: dict[str, tuple[int, ...]]) -> str:
+    """`end_points.txt`'s line of network `name` with end points `{point: shape}`."""
+    return f"{name}: " + " ".join(f"{p}({','.join(map(str, s))})" for p, s in points.items())
+
+
+def main(names: list[str]) -> None:
+    """Rewrites the entries of `names` (default: every distinct network), keeping the others."""
     import nets_factory
-    from tests.test_nets_factory import ALL_NETWORKS
+    from tests.test_nets_factory import ALL_NETWORKS, abstract_images, traced_init
 
     sections = load() if names and SNAPSHOT.exists() else {}
+    points = dict(_end_point_lines()) if names and END_POINTS.exists() else {}
     for name in names or ALL_NETWORKS:
         fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
-        size = fn.default_image_size
-        images = jax.ShapeDtypeStruct((2, size, size, 3), jnp.float32)
-        sections[name] = tree_lines(jax.eval_shape(fn.init, jax.random.key(0), images))
+        variables, points[name], _, _ = traced_init(fn, abstract_images(fn, batch=1))
+        sections[name] = tree_lines(variables)
     out = ["Variable trees of every distinct network at 1000 classes; see tests/variable_trees.py"]
     for name in ALL_NETWORKS:
         out += ["", f"# {name}", *sections[name]]
     SNAPSHOT.write_text("\n".join(out) + "\n")
-    print(f"wrote {SNAPSHOT} ({len(ALL_NETWORKS)} networks)")
+    lines = ["End points of every distinct network's training graph; see tests/variable_trees.py"]
+    lines += [end_point_line(name, points[name]) for name in ALL_NETWORKS]
+    END_POINTS.write_text("\n".join(lines) + "\n")
+    print(f"wrote {SNAPSHOT} and {END_POINTS} ({len(ALL_NETWORKS)} networks)")
 
 
 if __name__ == "__main__":

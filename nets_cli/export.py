@@ -51,7 +51,8 @@ def main(argv: list[str]) -> None:
         else:
             network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
         exported = export.export(network, options)
-        path = export.write(_OUT.value, exported, export.metadata(network, options, exported))
+        info = export.metadata(network, options, exported)
+        path = export.write(_OUT.value, exported, info)
     except (UserError, ValueError) as e:
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(2)
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> None:
     print(
         f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {network.source}, "
         f"{_INPUT.value} [batch, {size}, {size}, {network.inputs.channels}] -> "
-        f"{'logits, probabilities' if _PROBABILITIES.value else 'logits'}"
+        f"{', '.join(info['outputs'])}"
     )
 
 

@@ -4,7 +4,8 @@ process with only `jax` installed runs: `jax.export.deserialize(blob).call(image
 The exported function takes a batch of any size (a symbolic dimension) of square images at the
 weights' size, `[batch, size, size, channels]`, either uint8 in [0, 255] or float32 in [0, 1]
 (chosen at export), normalises them with the weights' mean and std inside, and returns the
-logits `[batch, classes]`, or `(logits, probabilities)`. The variables are constants of the
+logits `[batch, classes]`, or `(logits, probabilities)`; weights without a classifier (DINOv2's,
+SigLIP's) return their pooled features `[batch, width]`. The variables are constants of the
 program, so the file is the whole model. A JSON file beside it (`<out>.json`) says all this.
 """
 
@@ -43,8 +44,22 @@ class Options:
             )
 
 
+def outputs(network: Network, options: Options) -> list[str]:
+    """The names of what the artifact returns: features for weights without a classifier
+    (whose probabilities would be a softmax over feature channels: refused)."""
+    if network.network_fn.module.num_classes:
+        return ["logits", "probabilities"] if options.probabilities else ["logits"]
+    if options.probabilities:
+        raise UserError(
+            f"--probabilities: {network.source} has no classifier; its artifact returns "
+            "features [batch, width]: leave --probabilities out"
+        )
+    return ["features"]
+
+
 def serving_fn(network: Network, options: Options):
-    """images -> logits (or `(logits, probabilities)`), preprocessing included. For platforms
+    """images -> logits (or `(logits, probabilities)`, or features), preprocessing included. For
+    platforms
     other than the CPU, convolutions are XLA's own (`nets.layers.Conv`'s CPU path is for CPUs;
     the parameters are the same either way)."""
     network_fn, inputs = network.network_fn, network.inputs
@@ -73,6 +88,7 @@ def export(network: Network, options: Options) -> jax.export.Exported:
         raise ValueError(
             f"input dtype {options.input_dtype!r}: expected one of {', '.join(INPUT_DTYPES)}"
         )
+    outputs(network, options)  # refuses probabilities of features
     size, channels = network.inputs.image_size, network.inputs.channels
     (batch,) = jax.export.symbolic_shape("batch")
     spec = jax.ShapeDtypeStruct((batch, size, size, channels), INPUT_DTYPES[options.input_dtype])
@@ -82,7 +98,7 @@ def export(network: Network, options: Options) -> jax.export.Exported:
 
 def metadata(network: Network, options: Options, exported: jax.export.Exported) -> dict[str, Any]:
     """What a server needs to know about the artifact, as JSON."""
-    inputs = network.inputs
+    inputs, names = network.inputs, outputs(network, options)
     return {
         "source": network.source,
         "network": network.network_fn.name,
@@ -93,8 +109,8 @@ def metadata(network: Network, options: Options, exported: jax.export.Exported) 
             "layout": "NHWC (RGB when 3 channels), square at the size given: resize and crop first",
             "normalised_inside": {"mean": list(inputs.mean), "std": list(inputs.std)},
         },
-        "outputs": ["logits", "probabilities"] if options.probabilities else ["logits"],
-        "classes": int(exported.out_avals[0].shape[-1]),
+        "outputs": names,
+        ("features" if names == ["features"] else "classes"): int(exported.out_avals[0].shape[-1]),
         "class_names": list(inputs.class_names),
         "platforms": list(exported.platforms),
         "jax_version": jax.__version__,

@@ -152,3 +152,27 @@ def test_a_missing_step_names_it(tmp_path, workdir):
     result = run("export.py", f"--workdir={workdir}", "--step=99", f"--out={tmp_path / 'x'}")
     assert result.returncode == 2
     assert result.stderr == f"export.py: --step 99: {workdir} has no checkpoint 99\n"
+
+
+def test_weights_without_a_classifier_export_their_features():
+    from nets_inference import export
+    from nets_training.errors import UserError
+    from tests.test_pretrained_vit import DINOV2_SMALL, FIXTURES
+
+    weights = FIXTURES / "parity" / "dinov2_reg_features_42"  # DINOv2's: no classifier
+    network_fn, variables = nets_factory.load_pretrained(
+        "vit_small_patch14_reg4_dinov2", weights, **DINOV2_SMALL
+    )
+    info = network_fn.pretrained
+    inputs = load.Inputs(info.image_size, 3, info.mean, info.std, info.class_names)
+    network = load.Network(network_fn, variables, inputs, str(weights))
+    options = export.Options(input_dtype="float32")
+    exported = export.export(network, options)
+    written = export.metadata(network, options, exported)
+    assert written["outputs"] == ["features"] and written["features"] == 32
+    assert "classes" not in written and written["class_names"] == []
+    images = np.random.default_rng(2).uniform(size=(2, 224, 224, 3)).astype(np.float32)
+    features, _ = jax.jit(network_fn.apply)(variables, (images - info.mean) / info.std)
+    np.testing.assert_allclose(exported.call(images), features, rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserError, match=r"has no classifier; its artifact returns features"):
+        export.export(network, export.Options(probabilities=True))

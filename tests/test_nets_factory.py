@@ -472,17 +472,13 @@ def runs_at(fn, size):
     """Whether the module itself (past `NetworkFn`'s check) builds and runs in `fn`'s mode on
     `size` pixels, every map keeping at least one pixel."""
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
     try:
-        # `init` runs the training forward (with flax's BatchNorm, whose forward ours repeats
-        # exactly): in training one trace answers both questions.
-        out, variables = jax.eval_shape(
-            lambda x: fn.module.init_with_output(jax.random.key(0), x, train=True), images
+        # `init` runs the mode's forward (in training with flax's BatchNorm, whose forward ours
+        # repeats exactly): one trace answers both questions.
+        out, _ = jax.eval_shape(
+            lambda x: fn.module.init_with_output(jax.random.key(0), x, train=fn.is_training),
+            images,
         )
-        if not fn.is_training:
-            out, _ = jax.eval_shape(
-                lambda v, x: fn.module.apply(v, x, train=False, **kw), variables, images
-            )
     except (TypeError, ValueError, ZeroDivisionError):  # what JAX and flax raise on such maps
         return False
     _, end_points = out

@@ -37,7 +37,7 @@ Where this differs from timm's `VisionTransformer` / `VisionTransformerDistilled
 """
 
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import flax.linen as nn
 import jax
@@ -280,9 +280,10 @@ class VisionTransformer(nn.Module):
                 f"distilled=True with reg_tokens={self.reg_tokens}: timm has no such network, "
                 "so the tokens' order is not defined; use one of them"
             )
-        if self.global_pool not in ("token", "avg", "map"):
+        if self.global_pool not in get_args(Pool):
             raise ValueError(
-                f"global_pool={self.global_pool!r} is not one of 'token', 'avg', 'map'"
+                f"global_pool={self.global_pool!r} is not one of "
+                + ", ".join(map(repr, get_args(Pool)))
             )
         if (self.global_pool == "token" or self.distilled) and not self.class_token:
             raise ValueError(

@@ -23,7 +23,7 @@ from nets_inference import load
 from nets_training import checkpoint, config, data, loop, sharding, sources, steps
 from nets_training.config import FinetuneConfig
 from nets_training.errors import ClassCountError, UserError
-from nets_training.workdir import START_SECONDS, is_held
+from nets_training.workdir import CONFIG_FILE, START_SECONDS, is_held
 from nets_weights import predict
 from nets_weights.architectures import imagenet_synsets
 
@@ -167,7 +167,7 @@ def wait_for_start(workdir: Path, poll_seconds: float, give_up_seconds: float) -
     started before the run), as long as a run holds the workdir or `give_up_seconds` have not
     passed."""
     started = time.monotonic()
-    while not (workdir / "config.yaml").is_file():
+    while not (workdir / CONFIG_FILE).is_file():
         if time.monotonic() - started > give_up_seconds and not is_held(workdir):
             raise UserError(
                 f"--watch: {workdir} has no config.yaml after {give_up_seconds:g} s and no run "

@@ -13,6 +13,7 @@ from typing import Any
 import nets_factory
 from nets_training import checkpoint, config, loop
 from nets_training.errors import UserError
+from nets_training.workdir import CONFIG_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,7 @@ def checkpoint_folder(workdir: Path, step: int) -> Path:
 def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:
     """The config a training run resolved and wrote to `workdir/config.yaml`, with `key=value`
     `overrides` (`data.dir=...` for a run whose data moved)."""
-    resolved = workdir / "config.yaml"
+    resolved = workdir / CONFIG_FILE
     if not resolved.is_file():
         raise UserError(f"--workdir {workdir}: no config.yaml there (not a training run's folder)")
     if not resolved.read_text().strip():  # it would read as the defaults' network

@@ -52,7 +52,7 @@ from nets_training.config import (
 )
 from nets_training.errors import ClassCountError, PeerLost, UserError
 from nets_training.metrics import Console, MetricsLog, Throughput, Window
-from nets_training.workdir import hold_workdir, write_config
+from nets_training.workdir import CONFIG_FILE, hold_workdir, write_config
 
 # DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
 SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
@@ -421,7 +421,7 @@ def resume(
       UserError: the checkpoint is of another configuration (the message lists the config
         changes that made it so), or none reads back.
     """
-    saved = checkpoints.directory.parent / "config.yaml"
+    saved = checkpoints.directory.parent / CONFIG_FILE
     changed = changes_since(saved, config, dataset) if saved.exists() else []
     scratch = dataclasses.replace(config, finetune=FinetuneConfig())
     like = initial_state.abstract_state(scratch, train_fn, tx, dataset.channels, mesh)

@@ -24,7 +24,7 @@ LOCK_FILE = "train.lock"
 # imports JAX first): past this, a workdir that no run holds has none (`nets-eval --watch`).
 START_SECONDS = 30.0
 SUBFOLDERS = ("checkpoints", "tensorboard")  # what a start creates inside the workdir
-CONFIG_FILE = "config.yaml"  # the run's resolved config, which eval.py and export.py read
+CONFIG_FILE = "config.yaml"  # the run's resolved config: resumes, eval.py and export.py read it
 
 
 def write_config(workdir: Path, text: str) -> None:

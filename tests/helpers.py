@@ -56,13 +56,19 @@ def train_tiny_run(workdir, *overrides: str):
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
 
 
+def session_folder(tmp_path_factory) -> Path:
+    """The test session's temporary folder, the same for all of pytest-xdist's workers (each
+    worker's `getbasetemp()` is a folder of its own inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
     """A private copy of the folder `make(folder)` fills once per test session, whichever of
     pytest-xdist's workers asks first (the others wait on a lock, then copy it): a run that
     several tests read costs one training, not one per worker. Each worker gets its own copy, as
     the tests write into their run's folder."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = session_folder(tmp_path_factory)
     shared, complete = root / f"shared_{name}", root / f"shared_{name}.complete"
     with open(root / f"shared_{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -26,7 +26,7 @@ import yaml
 
 import nets_factory
 from nets_training.workdir import LOCK_FILE
-from tests.helpers import TINY_NETWORK, made_once
+from tests.helpers import TINY_NETWORK, made_once, session_folder
 
 pytestmark = pytest.mark.slow  # train.py run as subprocesses, each starting JAX and compiling
 
@@ -56,8 +56,7 @@ TIMING = {"train/img_per_sec", "train/data_wait"}
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xla_cache"
+    return session_folder(tmp_path_factory) / "xla_cache"
 
 
 def command(workdir, cache, *sets, flags=()):

@@ -495,6 +495,7 @@ def load_pretrained(
     is_training: bool = False,
     rng: jax.Array | None = None,
     *,
+    in_chans: int = 3,
     revision: str | None = None,
     local_files_only: bool = False,
     **kwargs: Any,
@@ -521,6 +522,9 @@ def load_pretrained(
         `python -m nets_factory NAME` lists the published weights of a network.
       num_classes: None keeps the file's classifier (a file without one, DINOv2's: features);
         another count (or 0: features) replaces it, initialised from `rng`, for fine-tuning.
+      in_chans: the channels of the images (timm's `in_chans`): 1 for grayscale, 4 or more for
+        multispectral. The file's RGB input convolution is adapted as timm adapts it: summed
+        over R, G and B for one channel, R, G, B, R, ... scaled by 3 / in_chans for more.
       revision: a Hub branch, tag or commit to pin.
       local_files_only: use the Hub's cache alone, never the network (as `HF_HUB_OFFLINE=1`).
       **kwargs: other constructor fields (`dtype=jnp.bfloat16`, ...); a field that contradicts
@@ -543,7 +547,7 @@ def load_pretrained(
     if num_classes is None:
         num_classes = nets_weights.file_class_count(file, arch)
     network_fn = get_network_fn(arch.network, num_classes, weight_decay, is_training, **kwargs)
-    variables, info = nets_weights.initialized(file, source, arch, network_fn, rng)
+    variables, info = nets_weights.initialized(file, source, arch, network_fn, rng, in_chans)
     return dataclasses.replace(network_fn, pretrained=info), variables
 
 

@@ -79,5 +79,5 @@ def from_weights(model: str | None, weights: str | Path) -> Network:
     the network the weights name), with their own preprocessing's size, mean, std."""
     network_fn, variables = nets_factory.load_pretrained(model, weights)
     info = network_fn.pretrained
-    inputs = Inputs(info.image_size, len(info.mean), info.mean, info.std, info.class_names)
+    inputs = Inputs(info.image_size, info.in_chans, info.mean, info.std, info.class_names)
     return Network(network_fn, variables, inputs, f"{weights} ({network_fn.name})")

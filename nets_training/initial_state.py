@@ -29,7 +29,8 @@ def initial_state(
     config: Config, train_fn: nets_factory.NetworkFn, tx, channels: int, mesh
 ) -> tuple[steps.TrainState, list[str]]:
     """Fresh variables, or `finetune.init_from`'s where not excluded, replicated on the mesh;
-    and the names of the variables that fine-tuning left at their initialisation."""
+    and what fine-tuning did besides restoring: the variables it left at their initialisation,
+    published RGB weights adapted to the data's `channels` (one phrase each)."""
     makers = _Makers(config, train_fn, tx, channels, mesh)
     init_from, exclude = config.finetune.init_from, config.finetune.exclude
     if not init_from:  # variables and state in one compilation
@@ -37,22 +38,32 @@ def initial_state(
         check_trainable(config.finetune.trainable, {"params": state.params})
         return state, []
     variables = makers.run(makers.variables)
+    notes = []
     if nets_weights.is_weights(init_from):
         try:
-            variables, fresh, _ = nets_weights.fill(
+            variables, fresh, info = nets_weights.fill(
                 config.model.name,
                 init_from,
                 train_fn,
                 variables,
                 nets_factory.networks_map,
                 exclude,
+                in_chans=channels,
             )
         except ValueError as e:
             raise UserError(f"finetune.init_from: {e}") from None
+        if info.in_chans != 3:
+            notes.append(
+                f"its RGB input convolution adapted to {channels} channel"
+                f"{'s' if channels > 1 else ''} as timm's in_chans"
+            )
     else:
         variables, fresh = checkpoint.merge_pretrained(init_from, variables, exclude)
+    if fresh:
+        notes.insert(0, f"kept at initialisation: {', '.join(fresh)}")
     check_trainable(config.finetune.trainable, variables)
-    return run_once(jax.jit(makers.create, out_shardings=makers.replicated), variables), fresh
+    state = run_once(jax.jit(makers.create, out_shardings=makers.replicated), variables)
+    return state, notes
 
 
 def abstract_state(

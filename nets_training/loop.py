@@ -368,12 +368,12 @@ def build(config: Config, workdir: Path) -> Run:
         restored, skipped = resume(config, dataset, networks.train, tx, mesh, checkpoints)
         notices += skipped
     if restored is None:
-        state, fresh = initial_state.initial_state(
+        state, finetuned = initial_state.initial_state(
             config, networks.train, tx, dataset.channels, mesh
         )
         init_from = config.finetune.init_from
         note = f"; fine-tuning from {init_from}" if init_from else ""
-        note += f", kept at initialisation: {', '.join(fresh)}" if fresh else ""
+        note += "".join(f", {phrase}" for phrase in finetuned)
     else:
         state, note = restored.state, f"; resumed at step {restored.step}"
     init_seconds = time.perf_counter() - started  # a fresh state computes on, beside the trace

@@ -8,6 +8,7 @@ trained with (`architectures`), and every tensor placed into the network's varia
 the caller builds it (`nets_factory`) and passes it in, with the registry where names matter.
 """
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -120,17 +121,25 @@ def fill(
     variables: dict,
     networks: Mapping[str, Any],
     exclude: Sequence[str] = (),
+    in_chans: int = convert.RGB,
 ) -> tuple[dict, list[str], Pretrained]:
     """`variables` (arrays, or abstract ones) with the tensors of the weights `spec`.
 
     `network_fn` must have been built with `conventions(name, spec, ...)`. A classifier whose
     class count differs from the file's keeps its values, and so does every variable whose
-    `collection/path` matches a regex of `exclude`. Returns the variables, the names of those
-    kept, and what the weights expect of their inputs.
+    `collection/path` matches a regex of `exclude`. `variables` made for images of `in_chans`
+    channels take the file's RGB input convolutions adapted to them, as timm's `in_chans`.
+    Returns the variables, the names of those kept, and what the weights expect of their inputs.
     """
+    _check_channels(in_chans)
     weights = read(spec)
     source, arch = find(name, weights, networks)
-    return _fill(weights, source, arch, network_fn, variables, exclude)
+    return _fill(weights, source, arch, network_fn, variables, exclude, in_chans)
+
+
+def _check_channels(in_chans: int) -> None:
+    if in_chans < 1:
+        raise ValueError(f"in_chans={in_chans}: images have 1 channel or more (3: RGB)")
 
 
 def _fill(
@@ -140,6 +149,7 @@ def _fill(
     network_fn: Any,
     variables: dict,
     exclude: Sequence[str],
+    in_chans: int,
 ) -> tuple[dict, list[str], Pretrained]:
     published.check_fields(
         f"{source}'s published weights", arch.convention, network_fn.module, network_fn.name
@@ -159,6 +169,7 @@ def _fill(
         skip_sources=lambda key: arch.drops(key) or (arch.in_head(key) and not keep_head),
         what=str(weights.path),
         framework=arch.framework,
+        in_chans=in_chans,
     )
     patterns = [re.compile(p) for p in exclude]
     excluded = lambda path: any(p.search("/".join(path)) for p in patterns)  # noqa: E731
@@ -175,6 +186,13 @@ def _fill(
             **({} if keep_head else {"class_names": ()}),
         },
     )
+    if any(step.in_chans for step in steps):
+        info = dataclasses.replace(
+            info,
+            in_chans=in_chans,
+            mean=convert.channels_of(info.mean, in_chans),
+            std=convert.channels_of(info.std, in_chans),
+        )
     return convert.apply(steps, tensors, variables), kept, info
 
 
@@ -184,18 +202,21 @@ def initialized(
     arch: Architecture,
     network_fn: Any,
     rng: jax.Array | None = None,
+    in_chans: int = convert.RGB,
 ) -> tuple[dict[str, Any], Pretrained]:
     """The variables of `network_fn` (built with `with_conventions(source, arch, ...)`) holding
-    `weights`, and a `conventions` collection naming the fields they need (`published`); a
-    classifier of another class count than the file's is initialised from `rng` as `init` would.
-    Only that classifier is computed: the rest is traced abstractly."""
+    `weights`, for images of `in_chans` channels, and a `conventions` collection naming the
+    fields they need (`published`); a classifier of another class count than the file's is
+    initialised from `rng` as `init` would. Only that classifier is computed: the rest is traced
+    abstractly."""
+    _check_channels(in_chans)
     size = network_fn.default_image_size
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    images = jax.ShapeDtypeStruct((1, size, size, in_chans), jnp.float32)
     try:
-        abstract = _abstract_variables(network_fn.module, size)
+        abstract = _abstract_variables(network_fn.module, images.shape)
     except TypeError:  # a field flax cannot hash (a list from a config)
-        abstract = _abstract_variables.__wrapped__(network_fn.module, size)
-    variables, kept, info = _fill(weights, source, arch, network_fn, abstract, ())
+        abstract = _abstract_variables.__wrapped__(network_fn.module, images.shape)
+    variables, kept, info = _fill(weights, source, arch, network_fn, abstract, (), in_chans)
     if kept:  # a new classifier: initialised as `init` would
 
         def new_leaves(rng, images):
@@ -221,11 +242,11 @@ def initialized(
 
 
 @functools.lru_cache(maxsize=16)
-def _abstract_variables(module: Any, size: int) -> dict[str, Any]:
+def _abstract_variables(module: Any, shape: tuple[int, ...]) -> dict[str, Any]:
     """The shapes of the variables `init` makes (training's, auxiliary heads included), traced
-    once per network and size: loading two files into one network, or one under two names,
-    traces it once (3.5 s of CPU for a full-size Inception-ResNet-v2)."""
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+    once per network and image shape: loading two files into one network, or one under two
+    names, traces it once (3.5 s of CPU for a full-size Inception-ResNet-v2)."""
+    images = jax.ShapeDtypeStruct(shape, jnp.float32)
     rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
     return jax.eval_shape(functools.partial(module.init, train=True), rngs, images)
 

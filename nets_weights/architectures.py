@@ -48,6 +48,9 @@ class Pretrained:
     interpolation: str = "bilinear"
     mean: tuple[float, ...] = IMAGENET_MEAN  # of [0, 1] RGB
     std: tuple[float, ...] = IMAGENET_STD
+    # The image channels the variables take: 3 (RGB) as published, or others through input
+    # convolutions adapted as timm's `in_chans` (mean and std then per adapted channel).
+    in_chans: int = 3
     class_names: tuple[str, ...] = ()  # one per logit; empty when the head was replaced
 
 

@@ -15,6 +15,9 @@ maps channel-major; with `kh = kw = 1`, Slim's 1x1 convolution classifiers and o
 `Conv_2`), and a 1x1 convolution `[out, in, 1, 1]` fills our dense kernel (timm's `use_conv`
 heads). A family whose files come in several key layouts (timm's and torchvision's VGG) lists
 the others as `alternatives`; `for_keys` picks the one whose classifier the file holds.
+
+Images of other than three channels (grayscale, multispectral) take the file's RGB input
+convolutions adapted by timm's `in_chans` rule (`input_channels_adapted`).
 """
 
 import dataclasses
@@ -30,6 +33,7 @@ import numpy as np
 from nets_weights.files import WeightFileError
 
 Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
+RGB = 3  # the image channels of every published file's input convolutions
 Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
 T = TypeVar("T")
 
@@ -237,6 +241,26 @@ class Step:
     source: str
     permutation: tuple[int, ...] | None
     view: tuple[int, ...] | None = None  # the source's shape before `permutation`, if reshaped
+    in_chans: int | None = None  # an RGB input convolution's kernel, for these image channels
+
+
+def input_channels_adapted(kernel: np.ndarray, in_chans: int) -> np.ndarray:
+    """An RGB input convolution's kernel `[kh, kw, 3, out]` for images of `in_chans` channels,
+    as timm's `adapt_input_conv`: one channel sums R, G and B (so a gray image `g` computes
+    what `(g, g, g)` did), more repeat R, G, B, R, ... scaled by `3 / in_chans` (so `in_chans`
+    a multiple of 3 computes on the image repeated what the kernel did on it)."""
+    if in_chans == 1:
+        return kernel.sum(axis=2, keepdims=True)
+    cycled = np.take(kernel, np.arange(in_chans) % kernel.shape[2], axis=2)
+    return cycled * np.float32(kernel.shape[2] / in_chans)
+
+
+def channels_of(values: tuple[float, ...], in_chans: int) -> tuple[float, ...]:
+    """Per-channel RGB statistics (a normalisation's mean or std) for the channels that
+    `input_channels_adapted` makes: their mean for one, R, G, B, R, ... for more."""
+    if in_chans == 1:
+        return (sum(values) / len(values),)
+    return tuple(values[i % len(values)] for i in range(in_chans))
 
 
 def _permutation(leaf: str, ndim: int) -> tuple[int, ...] | None:
@@ -272,8 +296,11 @@ def plan(
     skip_sources: Callable[[str], bool] = lambda key: False,
     what: str = "the file",
     framework: Framework = TORCH,
+    in_chans: int = RGB,
 ) -> list[Step]:
-    """The steps filling every target not `skip`ped from the sources, each source used once.
+    """The steps filling every target not `skip`ped from the sources, each source used once;
+    with `in_chans` other than 3, the convolution kernels that take the RGB image take one of
+    `in_chans` channels instead (`input_channels_adapted`).
 
     Raises `WeightFileError` for a missing tensor, a shape mismatch, or unused tensors (besides
     the framework's `dropped` and `skip_sources`, e.g. a classifier that fine-tuning replaces).
@@ -299,12 +326,18 @@ def plan(
             if permutation and len(viewed) == len(shape)
             else viewed
         )
-        if moved != tuple(shape):
+        takes_image = (
+            path[-1] == "kernel"
+            and len(shape) == 4
+            and moved == (*shape[:2], RGB, shape[3])
+            and shape[2] == in_chans
+        )
+        if moved != tuple(shape) and not takes_image:
             raise WeightFileError(
                 f"{what}'s {source!r} has shape {got}; {where} needs {tuple(shape)} "
                 f"(a file for another configuration of the network?)"
             )
-        steps.append(Step(path, source, permutation, view))
+        steps.append(Step(path, source, permutation, view, in_chans if takes_image else None))
         used.add(source)
     unused = sorted(
         k
@@ -371,6 +404,8 @@ def apply(steps: list[Step], tensors: Mapping[str, np.ndarray], variables: dict)
             value = value.reshape(step.view)
         if step.permutation:
             value = np.ascontiguousarray(value.transpose(step.permutation))
+        if step.in_chans is not None:
+            value = input_channels_adapted(value, step.in_chans)
         node = out
         for key in step.target[:-1]:
             node = node[key]

@@ -282,17 +282,16 @@ def test_finetune_from_published_weights_builds_their_convention_and_replaces_th
     tmp_path, cache
 ):
     # A timm checkpoint (tests/fixtures/parity): its network needs PyTorch's padding, which the
-    # run sets itself and writes to config.yaml; the 10-class head gives way to 4 classes.
+    # run sets itself and writes to config.yaml; the 10-class head gives way to 12 classes, and
+    # its RGB stem to the digits' one channel, as timm's in_chans adapts it.
     fixture = ROOT / "tests" / "fixtures" / "parity" / "resnet_bottleneck"
     tuned = train(
         tmp_path / "tuned",
         cache,
         "model.name=resnet50",
         "model.kwargs={stage_sizes: [2, 1, 1, 1], num_filters: 8}",
-        "model.num_classes=4",
-        "data.name=synthetic",
+        "model.num_classes=12",
         "data.image_size=32",
-        "data.synthetic_examples=64",
         "train.steps=2",
         f"finetune.init_from={fixture}",
         "finetune.trainable=[Dense_0]",
@@ -300,14 +299,18 @@ def test_finetune_from_published_weights_builds_their_convention_and_replaces_th
     assert tuned.returncode == 0, tuned.stderr
     log = tuned.stdout + tuned.stderr
     assert f"fine-tuning from {fixture}, kept at initialisation: " in log
-    assert "params/Dense_0/bias, params/Dense_0/kernel" in log
+    assert (
+        "params/Dense_0/bias, params/Dense_0/kernel, "
+        "its RGB input convolution adapted to 1 channel as timm's in_chans"
+    ) in log
     written = yaml.safe_load((tmp_path / "tuned" / "config.yaml").read_text())
     assert written["model"]["kwargs"]["padding"] == "SYMMETRIC"
     _, reference = nets_factory.load_pretrained(
-        "resnet50", fixture, stage_sizes=(2, 1, 1, 1), num_filters=8
+        "resnet50", fixture, stage_sizes=(2, 1, 1, 1), num_filters=8, in_chans=1
     )
     after = dict(leaves(final_state(tmp_path / "tuned", 2)["params"]))
-    assert after["Dense_0/kernel"].shape == (256, 4)
+    assert after["Dense_0/kernel"].shape == (256, 12)
+    assert after["conv_init/kernel"].shape == (7, 7, 1, 8)
     for name, value in dict(leaves(reference["params"])).items():
         if "Dense_0" not in name:
             np.testing.assert_array_equal(after[name], value, err_msg=name)

@@ -24,18 +24,18 @@ def make(network, partitionable: bool):
     tx = optax.sgd(0.1, momentum=0.9)
     mesh = sharding.make_mesh()
     with jax.threefry_partitionable(partitionable):
-        state, fresh = initial_state.initial_state(CONFIG, network, tx, 3, mesh)
+        state, notes = initial_state.initial_state(CONFIG, network, tx, 3, mesh)
         abstract = initial_state.abstract_state(CONFIG, network, tx, 3, mesh)
         assert jax.config.jax_threefry_partitionable == partitionable  # given back
-    return state, fresh, abstract
+    return state, notes, abstract
 
 
 def test_the_state_is_the_same_under_either_threefry_and_its_shapes_are_the_restores(network):
     """The user's `jax_threefry_partitionable` changes no variable of a run; the abstract state
     has the state's tree, shapes, dtypes and shardings (all a restore reads from it)."""
-    state, fresh, abstract = make(network, partitionable=True)
+    state, notes, abstract = make(network, partitionable=True)
     other, _, _ = make(network, partitionable=False)
-    assert fresh == []
+    assert notes == []
     same = jax.tree.map(lambda a, b: np.array_equal(np.asarray(a), np.asarray(b)), state, other)
     assert all(jax.tree.leaves(same))
     assert jax.tree.structure(abstract) == jax.tree.structure(state)

@@ -15,6 +15,8 @@
 # e. train.py's start-up and loop against its step (issue 30, items 1-2): gpu_feed.sh's part 1
 # f. the GPU table beside PyTorch's, ResNet-20 only (item 4; the other rows take minutes)
 # g. the fast tier of the tests on the GPU (item 5), stopped at its time limit with a summary
+# h. what remat=True saves on the GPU: ViT-B/16 and ResNet-50, memory and step time (not asked
+#    by an issue; PARTS=h, when time is left)
 #
 # Everything also goes to $OUT (the device tool's folder that comes back), one log a part.
 set -uo pipefail
@@ -76,3 +78,5 @@ part e 180 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.
 part f 150 "the GPU table, ResNet-20" "python3 bench/gpu_table.py --rows resnet20"
 part g 270 "the fast tier on the GPU" \
     "JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q -p no:cacheprovider -rfEs"
+part h 150 "remat's memory and time on the GPU" \
+    "python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 --time 10"

@@ -32,7 +32,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, ModuleDef, classify, drop_path, global_avg_pool
+from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.layer_depth import stage_block_index
 from nets.layers.padding import smallest_input
@@ -96,6 +96,7 @@ class ConvNeXt(nn.Module):
     mlp_ratio: int = 4
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     @property
     def min_image_size(self) -> int:
@@ -146,6 +147,7 @@ class ConvNeXt(nn.Module):
                 self.norm_epsilon,
                 tuple(rates[sum(self.depths[:i]) : sum(self.depths[: i + 1])]),
                 downsample=i > 0,
+                remat=self.remat,
                 name=f"stages_{i}",
             )(x, train)
             end_points[f"stage{i + 1}"] = x
@@ -175,14 +177,16 @@ class ConvNeXtStage(nn.Module):
     norm_epsilon: float
     drop_path_rates: tuple[float, ...]
     downsample: bool = True
+    remat: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.downsample:
             x = nn.LayerNorm(epsilon=self.norm_epsilon, dtype=self.dtype, name="downsample_norm")(x)
             x = self.conv(self.features, (2, 2), (2, 2), padding="VALID", name="downsample_conv")(x)
+        block = checkpointed(ConvNeXtBlock, self.remat, takes_train=True)
         for j in range(self.depth):
-            x = ConvNeXtBlock(
+            x = block(
                 self.features,
                 self.conv,
                 self.dtype,

@@ -59,6 +59,7 @@ from nets.layers import (
     InvertedResidual,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     make_divisible,
@@ -160,6 +161,7 @@ class EfficientNet(nn.Module):
     padding: str = "SYMMETRIC"
     bn_epsilon: float = 1e-5
     bn_momentum: float = 0.9
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""
@@ -207,7 +209,7 @@ class EfficientNet(nn.Module):
                     block = FusedMBConv
                 else:
                     block = partial(InvertedResidual, squeeze_excite=stage.se_ratio > 0)
-                x = block(
+                x = checkpointed(block, self.remat)(
                     self.width(stage.filters),
                     stage.expansion,
                     conv=conv,

@@ -37,6 +37,7 @@ from nets.layers import (
     SqueezeExcite,
     avg_pool,
     batch_norm,
+    checkpointed,
     classify,
     drop_path,
     global_avg_pool,
@@ -267,6 +268,7 @@ class ResNet(nn.Module):
     # at the first block to this rate at the last (timm's rule, "ResNet strikes back" trains
     # ResNet-50 with 0.05); training only, from the 'dropout' rng.
     drop_path_rate: float = 0.0
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     def feature_strides(self) -> dict[str, int]:
         """The stem convolution's map (timm's `act1`) and each stage's (`nets.features`)."""
@@ -310,7 +312,12 @@ class ResNet(nn.Module):
             if pre_activation:
                 raise ValueError("avg_down=True: pre-activation blocks have no such shortcut")
             block = partial(block, avg_down=True)
+        # The blocks' names are the ones flax gives them (`BottleneckResNetBlock_3`, the Flax
+        # example's), written out: a checkpointed block's class has another name.
+        kind = getattr(block, "func", block).__name__
+        block = checkpointed(block, self.remat)
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.stage_sizes)))
+        n = 0
         for i, block_size in enumerate(self.stage_sizes):
             for j in range(block_size):
                 strides = (2, 2) if i > 0 and j == 0 else (1, 1)
@@ -322,7 +329,9 @@ class ResNet(nn.Module):
                     act=self.act,
                     drop_path_rate=next(rates),
                     deterministic=not train,
+                    name=f"{kind}_{n}",
                 )(x)
+                n += 1
             end_points[f"block{i + 1}"] = x
         if pre_activation:
             x = self.act(norm(name="postnorm")(x))

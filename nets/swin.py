@@ -51,7 +51,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nets.layers import Conv, DotProductAttention, ModuleDef, classify, drop_path, global_avg_pool
+from nets.layers import (
+    Conv,
+    DotProductAttention,
+    ModuleDef,
+    checkpointed,
+    classify,
+    drop_path,
+    global_avg_pool,
+)
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.layer_depth import stage_block_index
@@ -219,13 +227,15 @@ class SwinStage(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
+    remat: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.downsample:
             x = PatchMerging(self.features, self.epsilon, self.dtype, name="downsample")(x)
+        block = checkpointed(SwinBlock, self.remat, takes_train=True)
         for j in range(self.depth):
-            x = SwinBlock(
+            x = block(
                 self.num_heads,
                 self.window,
                 self.shift if j % 2 else (0, 0),
@@ -286,6 +296,7 @@ class SwinTransformer(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     @property
     def min_image_size(self) -> int:
@@ -332,6 +343,7 @@ class SwinTransformer(nn.Module):
                 epsilon=self.epsilon,
                 dtype=self.dtype,
                 attention=self.attention,
+                remat=self.remat,
                 name=f"layers_{i}",
             )(x, train)
 

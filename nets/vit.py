@@ -43,7 +43,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, DotProductAttention, ModuleDef, classify, drop_path
+from nets.layers import Conv, DotProductAttention, ModuleDef, checkpointed, classify, drop_path
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
@@ -245,6 +245,7 @@ class VisionTransformer(nn.Module):
     # The final LayerNorm after the pooling (`fc_norm`) instead of before it (`norm`); None:
     # timm's rule, after it for 'avg' pooling only.
     fc_norm: bool | None = None
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     @property
     def min_image_size(self) -> int:
@@ -341,7 +342,7 @@ class VisionTransformer(nn.Module):
         end_points["stem"] = x
 
         block = partial(
-            Block,
+            checkpointed(Block, self.remat, takes_train=True),
             self.num_heads,
             self.mlp_ratio,
             self.dropout_rate,

@@ -12,6 +12,7 @@
   `FusedMBConv`: EfficientNetV2's fused block.
 - `drop_path`: stochastic depth of a residual branch (`nets.layers.drop_path` also has the
   linear rule of rates per block, and their check).
+- `checkpointed`: a block recomputed in the backward pass when a network's `remat` is set.
 """
 
 from nets.layers.attention import DotProductAttention
@@ -36,6 +37,7 @@ from nets.layers.norm import (
     batch_norm,
 )
 from nets.layers.pooling import adaptive_avg_pool, avg_pool, global_avg_pool, max_pool
+from nets.layers.remat import checkpointed
 
 __all__ = [
     "SLIM",
@@ -56,6 +58,7 @@ __all__ = [
     "adaptive_avg_pool",
     "avg_pool",
     "batch_norm",
+    "checkpointed",
     "classify",
     "drop_path",
     "fully_connected_head",

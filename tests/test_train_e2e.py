@@ -25,6 +25,8 @@ import pytest
 import yaml
 
 import nets_factory
+from nets_training import config, loop
+from nets_training.errors import UserError
 from nets_training.workdir import LOCK_FILE
 from tests.helpers import TINY_NETWORK, made_once, session_folder
 
@@ -314,15 +316,15 @@ def test_finetune_from_published_weights_builds_their_convention_and_replaces_th
     for name, value in dict(leaves(reference["params"])).items():
         if "Dense_0" not in name:
             np.testing.assert_array_equal(after[name], value, err_msg=name)
-    contradicting = train(
-        tmp_path / "bad",
-        cache,
-        "model.name=resnet50",
-        "model.kwargs={padding: SAME}",
-        f"finetune.init_from={fixture}",
+    # A field that contradicts the weights is refused as the config resolves, before anything
+    # runs (how train.py prints such errors: test_bad_input_is_one_line_on_stderr_...).
+    contradicting = config.load(
+        "default.yaml",
+        ["model.name=resnet50", "model.kwargs={padding: SAME}", f"finetune.init_from={fixture}"],
     )
-    assert contradicting.returncode == 2
-    assert contradicting.stderr.strip().endswith(
+    with pytest.raises(UserError) as refused:
+        loop.resolve(contradicting)
+    assert str(refused.value) == (
         "finetune.init_from: resnet50's weights were trained with padding='SYMMETRIC'; "
         "padding='SAME' would compute another function"
     )

@@ -1,10 +1,11 @@
 """`remat=True` (timm's `set_grad_checkpointing`): each block recomputed in the backward pass.
 
-Per family, on tiny configurations: the variables keep their names, every block is one
-`checkpoint` of the gradient's program, and the backward pass keeps a fraction of the residuals
-(abstract traces, no compile). The gradients, the BatchNorm statistics and the dropped blocks
-of stochastic depth are those without it (ResNet's and ViT's blocks, the two ways blocks are
-called). What XLA makes of it on a device: `bench/remat_memory.py`.
+Per family, on tiny configurations: the variables keep their names and every block is one
+`checkpoint` of the gradient's program (abstract traces, no compile); the backward pass keeps a
+fraction of the residuals. The gradients, the BatchNorm statistics and the dropped blocks of
+stochastic depth are those without it (ResNet's blocks; what `jax.checkpoint` guarantees of any
+function, checked where flax's mutable collections and rngs cross it). What XLA makes of it on a
+device: `bench/remat_memory.py`.
 """
 
 import math
@@ -105,10 +106,10 @@ def test_the_backward_pass_keeps_a_fraction_of_the_residuals():
     assert residual_bytes(loss, plain) < 0.4 * residual_bytes(plain_loss, plain)
 
 
-@pytest.mark.parametrize("name", ["resnet50", "vit_tiny_patch16_224"])
-def test_gradients_statistics_and_dropped_blocks_are_the_same(name):
-    _, abstract, plain_loss = parts(name, False)
-    _, _, loss = parts(name, True)
+def test_gradients_statistics_and_dropped_blocks_are_the_same():
+    # ResNet's blocks: BatchNorm statistics and stochastic depth's draws, recomputed.
+    _, abstract, plain_loss = parts("resnet50", False)
+    _, _, loss = parts("resnet50", True)
     rng = np.random.default_rng(0)  # numpy's: no compile per shape
     variables = jax.tree.map(lambda a: rng.normal(0, 0.3, a.shape).astype(np.float32), abstract)
     args = (variables["params"], variables.get("batch_stats", {}))

@@ -57,8 +57,8 @@ def test_training_matches_flax(use_scale, dtype):
         assert relative_error(grad, grad_ref) <= 1e-5
 
 
-def test_evaluation_and_other_configurations_are_flax_own():
-    """Running averages, masks and `axis_name` run flax's code: the same outputs."""
+def test_evaluation_matches_flax_and_other_configurations_are_flax_own():
+    """Running averages give flax's outputs bit for bit; masks and `axis_name` run flax's code."""
     x = jax.random.normal(jax.random.key(0), (4, 3, 3, 5))
     variables = nn.BatchNorm(use_running_average=True).init(jax.random.key(1), x)
     variables = perturbed(variables)
@@ -74,7 +74,10 @@ def test_evaluation_and_other_configurations_are_flax_own():
     assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), *outputs))
 
 
-def test_initialization_leaves_running_averages():
+def test_initialization_leaves_running_averages_and_outputs_flaxs():
     x = jax.random.normal(jax.random.key(0), (4, 2, 2, 3)) + 5
-    stats = BatchNorm(use_running_average=False).init(jax.random.key(1), x)["batch_stats"]
+    y, variables = BatchNorm(use_running_average=False).init_with_output(jax.random.key(1), x)
+    stats = variables["batch_stats"]
     assert (stats["mean"] == 0).all() and (stats["var"] == 1).all()
+    y_ref, _ = nn.BatchNorm(use_running_average=False).init_with_output(jax.random.key(1), x)
+    assert (y == y_ref).all()

@@ -1,4 +1,4 @@
-"""`flax.linen.BatchNorm` with its training-mode gradient written by hand.
+"""`flax.linen.BatchNorm` with its training-mode gradient written by hand, traced in `lax`.
 
 Autodiff of flax's BatchNorm goes through the mean, the mean of squares, the clipped variance and
 the normalisation one primitive at a time, and XLA:CPU runs what it gives as many small loops and
@@ -9,10 +9,12 @@ elementwise pass (548 and 253 kernels; that step 1.04x faster, ResNet-20's at 32
     dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat))
 
 The forward computes exactly what flax's does (same operations, same order), so outputs and
-running statistics are bit-identical; gradients agree to rounding. Everything else (running
-averages in evaluation, initialisation, `axis_name`, masks, other axes,
-`use_fast_variance=False`) is flax's own code: this class only replaces the training-mode path it
-is measured on.
+running statistics are bit-identical; gradients agree to rounding. It is written in `lax`'s
+primitives, in training, evaluation and initialisation alike: each `jax.numpy` call is a nested
+trace of its own, and flax's BatchNorm through them was a third of the trace of a BatchNorm
+network (ResNet-50's `init` 0.44 -> 0.27 s, its training forward 0.55 -> 0.42 s; Inception V3's
+0.84 -> 0.46 and 1.13 -> 0.68 s), which every program pays before it compiles. The other
+configurations (`axis_name`, masks, other axes, `use_fast_variance=False`) are flax's own code.
 """
 
 from functools import partial
@@ -20,6 +22,7 @@ from functools import partial
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax.linen import dtypes
 from jax import lax
 
@@ -32,9 +35,7 @@ class BatchNorm(nn.BatchNorm):
         running = nn.merge_param(
             "use_running_average", self.use_running_average, use_running_average
         )
-        # Initialisation is never differentiated: flax's own path creates the same variables and
-        # traces faster (NASNet's eval_shape of `init`: ~12%).
-        if running or self.is_initializing() or not self._closed_form_applies(x, mask):
+        if not self._closed_form_applies(x, mask):
             return nn.BatchNorm.__call__(self, x, use_running_average, mask=mask)
 
         features = (x.shape[-1],)
@@ -49,14 +50,15 @@ class BatchNorm(nn.BatchNorm):
         if self.use_bias:
             bias = self.param("bias", self.bias_init, features, self.param_dtype)
             args.append(bias)
-        out_dtype = dtypes.canonicalize_dtype(*args, dtype=self.dtype)
-        y, mean, var = normalize_batch(
-            x.astype(stats_dtype),
-            _value_or(scale, jnp.ones, features, stats_dtype),
-            _value_or(bias, jnp.zeros, features, stats_dtype),
-            self.epsilon,
-            jnp.dtype(out_dtype),
-        )
+        out_dtype = jnp.dtype(dtypes.canonicalize_dtype(*args, dtype=self.dtype))
+        x = x.astype(stats_dtype)
+        scale = _value_or(scale, jnp.ones, features, stats_dtype)
+        bias = _value_or(bias, jnp.zeros, features, stats_dtype)
+        if running:
+            return _normalized(x, ra_mean.value, ra_var.value, scale, bias, self.epsilon, out_dtype)
+        if self.is_initializing():  # never differentiated, and the averages stay as made
+            return _forward(x, scale, bias, self.epsilon, out_dtype)[0][0]
+        y, mean, var = normalize_batch(x, scale, bias, self.epsilon, out_dtype)
         ra_mean.value = self.momentum * ra_mean.value + (1 - self.momentum) * mean
         ra_var.value = self.momentum * ra_var.value + (1 - self.momentum) * var
         return y
@@ -86,12 +88,28 @@ def normalize_batch(x, scale, bias, epsilon: float, out_dtype):
 
 
 def _forward(x, scale, bias, epsilon, out_dtype):
+    # lax's primitives, not jax.numpy's: the same operations as flax's, in its order, without a
+    # nested trace per call (a third of a BatchNorm network's trace, which every program pays).
     axes = tuple(range(x.ndim - 1))
-    mean, mean_sq = x.mean(axes), lax.square(x).mean(axes)
-    var = jnp.maximum(0.0, mean_sq - lax.square(mean))
-    inv = lax.rsqrt(var + epsilon)
-    y = (x - mean) * (inv * scale) + bias  # flax's order: (x - mean) * (rsqrt * scale) + bias
+    count = np.asarray(x.size // x.shape[-1], x.dtype)
+    mean = lax.div(lax.reduce_sum(x, axes), count)
+    mean_sq = lax.div(lax.reduce_sum(lax.square(x), axes), count)
+    var = lax.max(lax.sub(mean_sq, lax.square(mean)), np.zeros(mean.shape, mean.dtype))
+    y, inv = _scaled(x, mean, var, scale, bias, epsilon)
     return (y.astype(out_dtype), mean, var), (x, mean, inv, scale)
+
+
+def _normalized(x, mean, var, scale, bias, epsilon, out_dtype):
+    """`x` normalised with the running statistics `mean` and `var`, as flax's evaluation."""
+    return _scaled(x, mean, var, scale, bias, epsilon)[0].astype(out_dtype)
+
+
+def _scaled(x, mean, var, scale, bias, epsilon):
+    """flax's `(x - mean) * (rsqrt(var + epsilon) * scale) + bias`, and the rsqrt."""
+    inv = lax.rsqrt(lax.add(var, np.asarray(epsilon, var.dtype)))
+    features = lambda v: lax.broadcast_in_dim(v, x.shape, (x.ndim - 1,))  # noqa: E731
+    y = lax.add(lax.mul(lax.sub(x, features(mean)), features(lax.mul(inv, scale))), features(bias))
+    return y, inv
 
 
 def _backward(epsilon, out_dtype, residuals, cotangents):

@@ -26,25 +26,25 @@ from train_step import add_runtime_flags, make_step, set_runtime
 import nets_factory
 
 
-def compiled(name: str, remat: bool, batch: int, size: int | None, dtype: str):
-    """The train step of `name`, compiled for abstract inputs, and those inputs' shapes."""
+def abstract_network(name: str, remat: bool, batch: int, size: int | None, dtype: str):
+    """The training network `name`, its abstract images and its abstract variables."""
     fn = nets_factory.get_network_fn(name, 1000, is_training=True, dtype=dtype, remat=remat)
     size = size or fn.default_image_size
     images = jax.ShapeDtypeStruct((batch, size, size, 3), jnp.float32)
-    labels = jax.ShapeDtypeStruct((batch,), jnp.int32)
-    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    return fn, images, jax.eval_shape(fn.init, jax.random.key(0), images)
+
+
+def compiled(fn, images, variables):
+    """The train step of `fn`, compiled for abstract inputs, and those inputs' shapes."""
+    labels = jax.ShapeDtypeStruct(images.shape[:1], jnp.int32)
     optimizer = optax.sgd(0.1, momentum=0.9)
     opt_state = jax.eval_shape(optimizer.init, variables["params"])
     args = (variables["params"], variables.get("batch_stats", {}), opt_state, images, labels)
     return make_step(fn.apply, optimizer).lower(*args).compile(), args
 
 
-def residual_bytes(name: str, remat: bool, batch: int, size: int | None, dtype: str) -> int:
-    """The bytes of the residuals `jax.vjp` keeps for the training loss of `name` (abstract)."""
-    fn = nets_factory.get_network_fn(name, 1000, is_training=True, dtype=dtype, remat=remat)
-    size = size or fn.default_image_size
-    images = jax.ShapeDtypeStruct((batch, size, size, 3), jnp.float32)
-    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+def residual_bytes(fn, images, variables) -> int:
+    """The bytes of the residuals `jax.vjp` keeps for the training loss of `fn` (abstract)."""
 
     def residuals(params, batch_stats, images):
         def loss(params):
@@ -95,12 +95,16 @@ def main() -> None:
     print(f"batch {args.batch}, {args.dtype}, on {jax.devices()[0].device_kind}")
     for name in args.names:
         figures = {}
-        for remat in (False, True):
-            kept = residual_bytes(name, remat, args.batch, args.size, args.dtype)
+        networks = {
+            remat: abstract_network(name, remat, args.batch, args.size, args.dtype)
+            for remat in (False, True)
+        }
+        for remat, network in networks.items():
+            kept = residual_bytes(*network)
             print(f"{name} remat={remat!s:5}: residuals {kept / 2**20:9.1f} MiB (jax.vjp's)")
-        for remat in (False, True):
+        for remat, network in networks.items():
             start = time.perf_counter()
-            step, shapes = compiled(name, remat, args.batch, args.size, args.dtype)
+            step, shapes = compiled(*network)
             memory, cost = step.memory_analysis(), step.cost_analysis()
             cost = cost[0] if isinstance(cost, list) else cost  # older jax: one per device
             seconds = median_seconds(step, shapes, args.time) if args.time else None

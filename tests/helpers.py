@@ -18,6 +18,17 @@ from jax._src.nn import initializers as jax_initializers
 from nets.layers import Conv
 
 
+def equations(jaxpr):
+    """Every equation of `jaxpr` and of the jaxprs its equations call (`pjit`, `custom_jvp`,
+    `jax.checkpoint`'s, whether closed or not)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            inner = getattr(param, "jaxpr", param)  # a ClosedJaxpr's, or a Jaxpr itself
+            if hasattr(inner, "eqns"):
+                yield from equations(inner)
+
+
 def numpy_variables(abstract_variables, seed: int = 0):
     """Real values for the abstract variables of `jax.eval_shape(fn.init, ...)`, drawn in numpy.
 

@@ -10,8 +10,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import swin
-from tests.helpers import numpy_variables
-from tests.test_vit import _equations
+from tests.helpers import equations, numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`),
 # and torchvision's `num_params` of swin_t / swin_s / swin_b. Swin-T:
@@ -165,7 +164,7 @@ def test_bfloat16_attention_keeps_float32_softmax_statistics():
     jaxpr = jax.make_jaxpr(fn.apply)(variables, images)
     exps = [
         (eqn.outvars[0].aval.size, eqn.outvars[0].aval.dtype)
-        for eqn in _equations(jaxpr.jaxpr)
+        for eqn in equations(jaxpr.jaxpr)
         if eqn.primitive.name == "exp" and eqn.outvars[0].aval.ndim >= 4
     ]
     assert exps == [(2 * 4 * 2 * 4 * 4, np.float32)] * 2

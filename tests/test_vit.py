@@ -16,7 +16,7 @@ from nets import vit
 from nets.layers import attention
 from nets.layers.attention import DotProductAttention, fused_attention, fused_kernel_applies
 from tests import variable_trees
-from tests.helpers import numpy_variables
+from tests.helpers import equations, numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
 # ViT-B/16: patch embedding 16*16*3*768 + 768 = 590,592; class token 768; position embeddings
@@ -204,20 +204,10 @@ def test_bfloat16_attention_keeps_float32_softmax_statistics():
     jaxpr = jax.make_jaxpr(fn.apply)(variables, images(32))
     exps = [
         eqn.outvars[0].aval
-        for eqn in _equations(jaxpr.jaxpr)
+        for eqn in equations(jaxpr.jaxpr)
         if eqn.primitive.name == "exp" and eqn.outvars[0].aval.ndim >= 4
     ]
     assert [(aval.size, aval.dtype) for aval in exps] == [(2 * 2 * 17 * 17, np.float32)] * 2
-
-
-def _equations(jaxpr):
-    """Every equation of `jaxpr` and of the jaxprs its equations call (`pjit`, `custom_jvp`)."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for param in eqn.params.values():
-            inner = getattr(param, "jaxpr", None)
-            if inner is not None:
-                yield from _equations(getattr(inner, "jaxpr", inner))
 
 
 def test_gradient_reaches_every_parameter_with_stochastic_depth():

@@ -150,11 +150,27 @@ networks_map: dict[str, functools.partial] = {
     "nasnet_large": nasnet.nasnet_large,
     "pnasnet_mobile": pnasnet.pnasnet_mobile,
     "pnasnet_large": pnasnet.pnasnet_large,
-    # ConvNeXt (Liu et al. 2022), timm's and torchvision's names.
+    # ConvNeXt (Liu et al. 2022), timm's names (the paper's four are torchvision's too), and
+    # ConvNeXt V2 (Woo et al. 2023), timm's.
+    "convnext_atto": convnext.convnext_atto,
+    "convnext_femto": convnext.convnext_femto,
+    "convnext_pico": convnext.convnext_pico,
+    "convnext_nano": convnext.convnext_nano,
     "convnext_tiny": convnext.convnext_tiny,
     "convnext_small": convnext.convnext_small,
     "convnext_base": convnext.convnext_base,
     "convnext_large": convnext.convnext_large,
+    "convnext_xlarge": convnext.convnext_xlarge,
+    "convnext_xxlarge": convnext.convnext_xxlarge,
+    "convnextv2_atto": convnext.convnextv2_atto,
+    "convnextv2_femto": convnext.convnextv2_femto,
+    "convnextv2_pico": convnext.convnextv2_pico,
+    "convnextv2_nano": convnext.convnextv2_nano,
+    "convnextv2_tiny": convnext.convnextv2_tiny,
+    "convnextv2_small": convnext.convnextv2_small,
+    "convnextv2_base": convnext.convnextv2_base,
+    "convnextv2_large": convnext.convnextv2_large,
+    "convnextv2_huge": convnext.convnextv2_huge,
     # DenseNet-BC (Huang et al. 2017), torchvision's (and timm's) four.
     "densenet121": densenet.densenet121,
     "densenet161": densenet.densenet161,

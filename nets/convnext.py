@@ -1,4 +1,6 @@
-"""ConvNeXt: Liu et al. 2022, "A ConvNet for the 2020s" (arXiv:2201.03545), as timm builds it.
+"""ConvNeXt: Liu et al. 2022, "A ConvNet for the 2020s" (arXiv:2201.03545), and ConvNeXt V2: Woo et
+al. 2023, "Co-designing and Scaling ConvNets with Masked Autoencoders" (arXiv:2301.00808), as timm
+builds them.
 
 A 4x4/4 patchify stem with LayerNorm; four stages, each (but the first) opened by LayerNorm and a
 2x2/2 convolution; blocks of a 7x7 depthwise convolution, LayerNorm, a 4x MLP with exact (erf)
@@ -6,19 +8,23 @@ GELU, a per-channel layer scale `gamma` and stochastic depth on the residual bra
 average pooling, LayerNorm, and the classifier. Parameter counts are timm's (and torchvision's,
 the same networks): 28,589,128 for convnext_tiny at 1000 classes.
 
+ConvNeXt V2 (`grn=True`, no layer scale) adds a global response normalisation after the MLP's
+GELU (`GlobalResponseNorm`). timm's small sizes, `atto` (3.7M parameters) to `nano`, of both
+versions build their MLP from 1x1 convolutions (`conv_mlp=True`): on NHWC activations that is
+the same function as our dense layers, and their weights load into them.
+
 Where this differs from timm's `ConvNeXt`:
 - Activations are NHWC throughout, so timm's channels-first `LayerNorm2d` and its channels-last
   `LayerNorm` are both flax's `LayerNorm` over the last axis, and the MLP is two dense layers
   (timm's `conv_mlp=False` path). Epsilon 1e-6 as timm's (`norm_epsilon`).
-- Only the original ConvNeXt block: timm's ConvNeXt-V2 options (GRN), `head_norm_first`,
-  `conv_mlp`, `use_conv_mlp`, dilation ('output_stride') and the `atto`..`xxlarge` sizes are not
-  here (the fields cover the four paper sizes and their small test configurations).
+- timm's `head_norm_first` (`convnext_tiny_hnf`), overlapping stems (`*_ols`), RMSNorm
+  (`*_rms`) and dilation ('output_stride') are not here.
 - Initialisation: every kernel from a normal of standard deviation 0.02 as timm's, biases zero,
   LayerNorm ones and zeros; timm cuts its normal at +-2 (absolute: in effect never), flax's
   `truncated_normal(0.02)` at two standard deviations, rescaled to keep the 0.02.
 - Weight decay (`NetworkFn.regularization_loss`) covers the convolution and dense kernels only:
-  not the LayerNorm scales and offsets, the layer scales `gamma` or the biases (timm's
-  `param_groups_weight_decay` leaves out the same one-dimensional parameters).
+  not the LayerNorm scales and offsets, the layer scales `gamma`, GRN's scale and bias or the
+  biases (timm's `param_groups_weight_decay` leaves out the same one-dimensional parameters).
 
 End points: `stem`, `stage1`..`stage4` (each stage's output), `pre_logits` (pooled and normalised
 features), `logits`, `predictions`.
@@ -40,8 +46,30 @@ from nets.layers.padding import smallest_input
 _INIT = nn.initializers.truncated_normal(0.02)
 
 
+class GlobalResponseNorm(nn.Module):
+    """ConvNeXt V2's GRN, timm's `GlobalResponseNorm`: `x + bias + scale * x * n`, where `n` is
+    each channel's L2 norm over the image divided by the mean of those norms over the channels
+    (plus `epsilon`). It makes the channels compete; `scale` and `bias` start at zero (the
+    identity). The norms are computed in float32 whatever `dtype`."""
+
+    epsilon: float = 1e-6
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        scale = self.param("scale", nn.initializers.zeros, (channels,), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros, (channels,), jnp.float32)
+        norms = jnp.sqrt(jnp.sum(jnp.square(x.astype(jnp.float32)), axis=(1, 2), keepdims=True))
+        response = norms / (jnp.mean(norms, axis=-1, keepdims=True) + self.epsilon)
+        x = jnp.asarray(x, self.dtype)
+        scale, bias, response = (a.astype(self.dtype) for a in (scale, bias, response))
+        return x + (bias + scale * (x * response))  # timm's `x + addcmul(bias, weight, x * n)`
+
+
 class ConvNeXtBlock(nn.Module):
-    """`x + drop_path(gamma * fc2(gelu(fc1(norm(conv_dw(x))))))`, timm's `ConvNeXtBlock`."""
+    """`x + drop_path(gamma * fc2(grn(gelu(fc1(norm(conv_dw(x)))))))`, timm's `ConvNeXtBlock`
+    (GRN in V2 only, `gamma` in V1 only)."""
 
     features: int
     conv: ModuleDef
@@ -50,6 +78,7 @@ class ConvNeXtBlock(nn.Module):
     layer_scale_init_value: float | None = 1e-6
     norm_epsilon: float = 1e-6
     drop_path_rate: float = 0.0
+    grn: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -65,6 +94,8 @@ class ConvNeXtBlock(nn.Module):
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         y = dense(self.mlp_ratio * self.features, name="fc1")(y)
         y = nn.gelu(y, approximate=False)
+        if self.grn:
+            y = GlobalResponseNorm(dtype=self.dtype, name="grn")(y)
         y = dense(self.features, name="fc2")(y)
         if self.layer_scale_init_value is not None:
             init = nn.initializers.constant(self.layer_scale_init_value)
@@ -94,6 +125,7 @@ class ConvNeXt(nn.Module):
     layer_scale_init_value: float | None = 1e-6
     norm_epsilon: float = 1e-6  # of every LayerNorm, as timm and torchvision set it
     mlp_ratio: int = 4
+    grn: bool = False  # ConvNeXt V2's global response normalisation in every block's MLP
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool = False  # each block's activations recomputed in the backward pass, not kept
@@ -147,6 +179,7 @@ class ConvNeXt(nn.Module):
                 self.norm_epsilon,
                 tuple(rates[sum(self.depths[:i]) : sum(self.depths[: i + 1])]),
                 downsample=i > 0,
+                grn=self.grn,
                 remat=self.remat,
                 name=f"stages_{i}",
             )(x, train)
@@ -177,6 +210,7 @@ class ConvNeXtStage(nn.Module):
     norm_epsilon: float
     drop_path_rates: tuple[float, ...]
     downsample: bool = True
+    grn: bool = False
     remat: bool = False
 
     @nn.compact
@@ -194,12 +228,36 @@ class ConvNeXtStage(nn.Module):
                 self.layer_scale_init_value,
                 self.norm_epsilon,
                 self.drop_path_rates[j],
+                self.grn,
                 name=f"blocks_{j}",
             )(x, train)
         return x
 
 
+# timm's sizes: its small ones (`atto` .. `nano`: 1x1-convolution MLPs in timm, the same function
+# here), the paper's four, the ImageNet-22k `xlarge` and LAION's CLIP `xxlarge` (LayerNorm epsilon
+# 1e-5, as its weights were trained).
+convnext_atto = partial(ConvNeXt, depths=(2, 2, 6, 2), widths=(40, 80, 160, 320))
+convnext_femto = partial(ConvNeXt, depths=(2, 2, 6, 2), widths=(48, 96, 192, 384))
+convnext_pico = partial(ConvNeXt, depths=(2, 2, 6, 2), widths=(64, 128, 256, 512))
+convnext_nano = partial(ConvNeXt, depths=(2, 2, 8, 2), widths=(80, 160, 320, 640))
 convnext_tiny = partial(ConvNeXt, depths=(3, 3, 9, 3), widths=(96, 192, 384, 768))
 convnext_small = partial(ConvNeXt, depths=(3, 3, 27, 3), widths=(96, 192, 384, 768))
 convnext_base = partial(ConvNeXt, depths=(3, 3, 27, 3), widths=(128, 256, 512, 1024))
 convnext_large = partial(ConvNeXt, depths=(3, 3, 27, 3), widths=(192, 384, 768, 1536))
+convnext_xlarge = partial(ConvNeXt, depths=(3, 3, 27, 3), widths=(256, 512, 1024, 2048))
+convnext_xxlarge = partial(
+    ConvNeXt, depths=(3, 4, 30, 3), widths=(384, 768, 1536, 3072), norm_epsilon=1e-5
+)
+
+# ConvNeXt V2: GRN, no layer scale; timm's sizes.
+_V2 = partial(ConvNeXt, grn=True, layer_scale_init_value=None)
+convnextv2_atto = partial(_V2, depths=(2, 2, 6, 2), widths=(40, 80, 160, 320))
+convnextv2_femto = partial(_V2, depths=(2, 2, 6, 2), widths=(48, 96, 192, 384))
+convnextv2_pico = partial(_V2, depths=(2, 2, 6, 2), widths=(64, 128, 256, 512))
+convnextv2_nano = partial(_V2, depths=(2, 2, 8, 2), widths=(80, 160, 320, 640))
+convnextv2_tiny = partial(_V2, depths=(3, 3, 9, 3), widths=(96, 192, 384, 768))
+convnextv2_small = partial(_V2, depths=(3, 3, 27, 3), widths=(96, 192, 384, 768))
+convnextv2_base = partial(_V2, depths=(3, 3, 27, 3), widths=(128, 256, 512, 1024))
+convnextv2_large = partial(_V2, depths=(3, 3, 27, 3), widths=(192, 384, 768, 1536))
+convnextv2_huge = partial(_V2, depths=(3, 3, 27, 3), widths=(352, 704, 1408, 2816))

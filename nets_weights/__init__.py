@@ -161,11 +161,13 @@ def _fill(
     shapes = convert.leaf_shapes(variables)
     head = arch.heads(shapes)
     keep_head = bool(head) and shapes[head[0][:-1] + ("bias",)][-1] == file_classes
+    layout = arch.layout(network_fn.module)
+    lacking = _lacking(arch, layout, tensors) if file_classes == 0 else ()
     steps = convert.plan(
         {k: v.shape for k, v in tensors.items()},
         shapes,
-        arch.layout(network_fn.module),
-        skip=lambda path: path in head and not keep_head,
+        layout,
+        skip=lambda path: (path in head and not keep_head) or path[1:-1] in lacking,
         skip_sources=lambda key: arch.drops(key) or (arch.in_head(key) and not keep_head),
         what=str(weights.path),
         framework=arch.framework,
@@ -194,6 +196,17 @@ def _fill(
             std=convert.channels_of(info.std, in_chans),
         )
     return convert.apply(steps, tensors, variables), kept, info
+
+
+def _lacking(
+    arch: Architecture, layout: convert.Layout, tensors: Mapping[str, Any]
+) -> set[tuple[str, ...]]:
+    """The modules of `arch.headless_lacks` that a headless file has no tensor of."""
+    return {
+        module
+        for module in arch.headless_lacks
+        if not any(key.startswith(layout(module) + ".") for key in tensors)
+    }
 
 
 def initialized(

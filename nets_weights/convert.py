@@ -146,6 +146,10 @@ class Architecture:
     # weights): those load as features, 0 classes, where a file of other families without one
     # is refused as not the network's.
     headless: bool = False
+    # Our module paths that such a file may lack too (ConvNeXt V2's FCMAE encoders have no
+    # `head.norm`): they keep their initial values, as the reference's non-strict load leaves
+    # them.
+    headless_lacks: tuple[tuple[str, ...], ...] = ()
 
     def stable(self, tensors: Mapping[str, T]) -> dict[str, T]:
         """The file's tensors (or shapes) under the names `layout` gives: `rename`'s."""

@@ -3,7 +3,12 @@
 timm (`convnext_tiny.fb_in1k`, ...): `stem.0` (4x4/4 conv) / `stem.1` (LayerNorm2d),
 `stages.{i}.downsample.0` (LayerNorm2d) / `.1` (2x2/2 conv) for stages 1-3,
 `stages.{i}.blocks.{j}.conv_dw` / `norm` / `mlp.fc1` / `mlp.fc2` and the layer scale `gamma`
-`[c]`, then `head.norm` and `head.fc`.
+`[c]`, then `head.norm` and `head.fc`. ConvNeXt V2's blocks have `mlp.grn` (`weight`, `bias`)
+and no `gamma`; timm's small sizes (`atto` .. `nano`, both versions) keep their MLP's `fc1` /
+`fc2` as 1x1 convolutions `[out, in, 1, 1]`, viewed as our dense kernels. ConvNeXt V2's FCMAE
+weights (`convnextv2_tiny.fcmae`) have neither classifier nor `head.norm`: they load as
+features, the head's LayerNorm at its initial ones and zeros, as timm's non-strict load leaves
+it.
 
 torchvision (`convnext_tiny-983f1562.pth`, ...) numbers one `features` sequence: `features.0.0` /
 `.1` the stem, `features.{2i + 1}.{j}` stage `i`'s blocks (`block.0` depthwise conv, `block.2`
@@ -11,7 +16,8 @@ LayerNorm, `block.3` / `block.5` the MLP, `layer_scale` `[c, 1, 1]`), `features.
 stage `i`'s downsampling; `classifier.0` the LayerNorm, `classifier.2` the Linear.
 
 Ours: `stem_conv`, `stem_norm`, `stages_{i}/downsample_norm` / `downsample_conv`,
-`stages_{i}/blocks_{j}/conv_dw` / `norm` / `fc1` / `fc2` and `gamma`, `head_norm`, `head`. The
+`stages_{i}/blocks_{j}/conv_dw` / `norm` / `fc1` / `grn` / `fc2` and `gamma`, `head_norm`,
+`head`. The
 function is the same for both sources (no padding or epsilon convention differs: every strided
 convolution is 'VALID', the depthwise one pads 3 on each side, every LayerNorm has epsilon 1e-6).
 
@@ -40,7 +46,13 @@ from nets_weights.convert import (
     timm_and_torchvision,
 )
 
-_BLOCK = {"conv_dw": "conv_dw", "norm": "norm", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
+_BLOCK = {
+    "conv_dw": "conv_dw",
+    "norm": "norm",
+    "fc1": "mlp.fc1",
+    "grn": "mlp.grn",
+    "fc2": "mlp.fc2",
+}
 _TV_BLOCK = {"conv_dw": "block.0", "norm": "block.2", "fc1": "block.3", "fc2": "block.5"}
 _STEM = {"stem_conv": "stem.0", "stem_norm": "stem.1", "head_norm": "head.norm", "head": "head.fc"}
 _TV_STEM = {
@@ -161,6 +173,28 @@ _KERAS = {
     f"keras_{name}": _keras(name)
     for name in ("convnext_tiny", "convnext_small", "convnext_base", "convnext_large")
 }
+# LAION's CLIP `convnext_xxlarge` expects OpenAI CLIP's mean and std (timm's `OPENAI_CLIP_MEAN`).
+_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def _timm_only(network: str, features: bool = False, **preprocessing) -> Architecture:
+    # Networks only timm publishes; `preprocessing` is its default weights' pretrained_cfg.
+    # `features`: files without a classifier are published too, and without `head.norm`
+    # (ConvNeXt V2's FCMAE encoders, timm's note in `_create_convnext`).
+    return Architecture(
+        network,
+        {},
+        same_layout(timm_layout),
+        head=("head",),
+        source_head="head.fc",
+        framework=FRAMEWORK,
+        preprocessing={"interpolation": "bicubic", **preprocessing},
+        headless=features,
+        headless_lacks=(("head_norm",),) if features else (),
+    )
+
+
 # timm's names, which are torchvision's and ours; Keras's files load as `keras_convnext_*` or
 # under these names (their classifier `convnext_tiny_head_dense` tells them apart).
 ARCHITECTURES = {
@@ -174,3 +208,24 @@ ARCHITECTURES = {
     for name, arch in ARCHITECTURES.items()
 }
 ARCHITECTURES |= _KERAS
+ARCHITECTURES |= {
+    "convnext_atto": _timm_only("convnext_atto"),
+    "convnext_femto": _timm_only("convnext_femto"),
+    "convnext_pico": _timm_only("convnext_pico"),
+    "convnext_nano": _timm_only("convnext_nano", crop_fraction=0.95),
+    "convnext_xlarge": _timm_only("convnext_xlarge"),
+    "convnext_xxlarge": _timm_only(
+        "convnext_xxlarge",
+        image_size=256,
+        crop_fraction=1.0,
+        mean=_CLIP_MEAN,
+        std=_CLIP_STD,
+    ),
+    **{
+        f"convnextv2_{size}": _timm_only(f"convnextv2_{size}", features=True)
+        for size in ("atto", "femto", "pico", "nano", "tiny", "small", "base", "large")
+    },
+    "convnextv2_huge": _timm_only(
+        "convnextv2_huge", features=True, image_size=384, crop_fraction=1.0
+    ),
+}

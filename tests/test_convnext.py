@@ -26,11 +26,28 @@ NAMES = ["convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
 #   downsampling LayerNorm 2c + 2x2 conv 4*c*2c + 2c: 74,304 + 296,448 + 1,182,720
 #   head LayerNorm 2*768 + 768 * 1000 + 1000                                 =    770,536
 #   total                                                                      28,589,128
+#   ConvNeXt V2 drops the layer scale (c a block) and adds GRN's scale and bias over the MLP's
+#   4c hidden channels (8c a block): convnextv2_tiny = 28,589,128 - 6,624 + 52,992 = 28,635,496.
 PUBLISHED_COUNTS = {
+    "convnext_atto": 3_695_520,
+    "convnext_femto": 5_217_784,
+    "convnext_pico": 9_045_672,
+    "convnext_nano": 15_593_560,
     "convnext_tiny": 28_589_128,
     "convnext_small": 50_223_688,
     "convnext_base": 88_591_464,
     "convnext_large": 197_767_336,
+    "convnext_xlarge": 350_196_968,
+    "convnext_xxlarge": 846_471_016,
+    "convnextv2_atto": 3_708_400,
+    "convnextv2_femto": 5_233_240,
+    "convnextv2_pico": 9_066_280,
+    "convnextv2_nano": 15_623_800,
+    "convnextv2_tiny": 28_635_496,
+    "convnextv2_small": 50_318_440,
+    "convnextv2_base": 88_717_800,
+    "convnextv2_large": 197_956_840,
+    "convnextv2_huge": 660_289_640,
 }
 
 # GMACs at 224 px. The paper's, torchvision's (`_ops`) and timm's model cards' (one decimal: 4.5G
@@ -73,9 +90,11 @@ def layer_norm_elements(name):
 
 # Counts and MACs: the recorded figures (nets/sizes.tsv), which the registry tests compare with a
 # trace of every network (tests/test_nets_factory.py::test_shapes_and_end_points).
-@pytest.mark.parametrize("name", NAMES)
-def test_published_parameter_counts(name):
-    assert summary.recorded_sizes()[name].params == PUBLISHED_COUNTS[name]
+def test_published_parameter_counts():
+    assert {name: summary.recorded_sizes()[name].params for name in PUBLISHED_COUNTS} == (
+        PUBLISHED_COUNTS
+    )
+    assert {n for n in nets_factory.networks_map if "convnext" in n} == set(PUBLISHED_COUNTS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -222,6 +241,35 @@ def test_bfloat16_computes_in_bfloat16_with_float32_params():
     reference, _ = jax.jit(tiny(**TWO_STAGES).apply)(variables, IMAGES)
     scale = np.max(np.abs(reference))
     assert np.max(np.abs(np.float32(logits) - reference)) <= 0.05 * scale
+
+
+def test_global_response_norm_is_timms_formula_and_starts_as_the_identity():
+    x = np.asarray(jax.random.normal(jax.random.key(4), (2, 5, 3, 6)))
+    grn = convnext.GlobalResponseNorm()
+    variables = grn.init(jax.random.key(0), x)
+    np.testing.assert_array_equal(grn.apply(variables, x), x)  # scale and bias start at 0
+    scale, bias = np.linspace(0.5, 1.5, 6), np.linspace(-0.2, 0.3, 6)
+    # timm's GlobalResponseNorm, channels last, in numpy.
+    norms = np.sqrt(np.sum(np.square(x), axis=(1, 2), keepdims=True))
+    by_hand = x + (bias + scale * (x * (norms / (norms.mean(-1, keepdims=True) + 1e-6))))
+    params = {"params": {"scale": scale, "bias": bias}}
+    np.testing.assert_allclose(grn.apply(params, x), by_hand, rtol=1e-6, atol=1e-6)
+    half = convnext.GlobalResponseNorm(dtype=jnp.bfloat16).apply(params, x)
+    assert half.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.float32(half), by_hand, rtol=0.02, atol=0.05)
+
+
+def test_version_2_has_grn_and_no_layer_scale_neither_decayed():
+    fn = nets_factory.get_network_fn("convnextv2_tiny", 10, weight_decay=1e-2, **TINY)
+    assert fn.module.grn and fn.module.layer_scale_init_value is None
+    params = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), IMAGES))["params"]
+    block = params["stages_3"]["blocks_0"]
+    assert set(block) == {"conv_dw", "norm", "fc1", "grn", "fc2"}
+    assert {k: v.shape for k, v in block["grn"].items()} == {"scale": (128,), "bias": (128,)}
+    sevens = jax.tree_util.tree_map_with_path(
+        lambda path, x: np.full_like(x, 7.0) if "grn" in jax.tree_util.keystr(path) else x, params
+    )
+    np.testing.assert_allclose(fn.regularization_loss(sevens), fn.regularization_loss(params))
 
 
 def test_features_mode_and_weight_decay_on_kernels_only():

@@ -1,10 +1,12 @@
 """load_pretrained for timm's and torchvision's ConvNeXt: parity on fixtures timm (and
 torchvision's modules, rebuilt) produced (tools/fixtures_convnext.py), with their layer scales."""
 
+import shutil
+
 import jax
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 import nets_factory
 from tests.test_pretrained import FIXTURES, expected, relative_error
@@ -18,6 +20,8 @@ PARITY = {
     "convnext": ("convnext_tiny", 72),
     "convnext_odd": ("convnext_base", 83),
     "tv_convnext": ("convnext_tiny", 64),
+    # ConvNeXt V2 (GRN, no layer scale), its MLP as timm's small sizes keep it: 1x1 convolutions.
+    "convnextv2_conv_mlp": ("convnextv2_atto", 64),
 }
 
 
@@ -76,3 +80,26 @@ def test_a_file_of_other_widths_is_refused_in_one_line():
         match=r"'head.fc.weight' has shape \(10, 64\); params/head/kernel needs \(768, 10\)",
     ):
         nets_factory.load_pretrained("convnext_tiny", FIXTURES / "parity" / "convnext")
+
+
+def test_fcmae_features_without_head_norm_load_as_timm_leaves_them(tmp_path):
+    # ConvNeXt V2's FCMAE files (`convnextv2_atto.fcmae`) hold the encoder alone: no classifier,
+    # no `head.norm`. timm loads them non-strict, its head norm left at ones and zeros.
+    folder = tmp_path / "fcmae"
+    shutil.copytree(FIXTURES / "parity" / "convnextv2_conv_mlp", folder)
+    tensors = load_file(folder / "model.safetensors")
+    save_file(
+        {k: v for k, v in tensors.items() if not k.startswith("head.")},
+        folder / "model.safetensors",
+    )
+    network_fn, variables = nets_factory.load_pretrained("convnextv2_atto", folder, **SMALL)
+    assert network_fn.module.num_classes == 0 and "head" not in variables["params"]
+    head_norm = variables["params"].pop("head_norm")
+    np.testing.assert_array_equal(head_norm["scale"], np.ones(64))
+    np.testing.assert_array_equal(head_norm["bias"], np.zeros(64))
+    _, full = load("convnextv2_conv_mlp")
+    grn = full["params"]["stages_3"]["blocks_0"]["grn"]["scale"]
+    np.testing.assert_array_equal(grn, tensors["stages.3.blocks.0.mlp.grn.weight"])
+    for key in ("head", "head_norm"):
+        full["params"].pop(key)
+    jax.tree.map(np.testing.assert_array_equal, variables, full)

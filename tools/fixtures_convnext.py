@@ -96,6 +96,12 @@ def small_timm(**kw) -> nn.Module:
 CASES = {
     "convnext": ("convnext_tiny", small_timm, 72),
     "convnext_odd": ("convnext_base", small_timm, 83),  # 83 -> 20 -> 10 -> 5 -> 2
+    # ConvNeXt V2 (GRN, no layer scale), with timm's 1x1-convolution MLP of its small sizes.
+    "convnextv2_conv_mlp": (
+        "convnextv2_atto",
+        partial(small_timm, use_grn=True, ls_init_value=None, conv_mlp=True),
+        64,
+    ),
     "tv_convnext": (
         "convnext_tiny",
         lambda: TorchvisionConvNeXt(**SMALL, num_classes=10),
@@ -106,6 +112,8 @@ CASES = {
 # Full-size networks whose state-dict index (keys and shapes) the tests convert: timm's, and
 # torchvision's layout (`[name torchvision]`).
 NAMES = ["convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
+NAMES += ["convnext_atto", "convnext_nano", "convnext_xlarge", "convnext_xxlarge"]
+NAMES += ["convnextv2_atto", "convnextv2_tiny", "convnextv2_huge"]
 TORCHVISION = {
     "convnext_tiny torchvision": ((3, 3, 9, 3), (96, 192, 384, 768)),
     "convnext_large torchvision": ((3, 3, 27, 3), (192, 384, 768, 1536)),

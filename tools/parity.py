@@ -40,7 +40,8 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
 
     Layer scales (timm's `gamma`, torchvision's `layer_scale`) are drawn ~U(0.5, 1.5) too: at
     their initial 1e-6 the residual branches would vanish from the logits, and a wrong mapping of
-    the blocks would go unseen. (Networks without LayerNorm or layer scales draw as before.)"""
+    the blocks would go unseen. So are the scales of ConvNeXt V2's global response norms
+    (initially zero: the identity). (Networks without LayerNorm or layer scales draw as before.)"""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -54,6 +55,9 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
         for name, tensor in model.named_parameters():
             if name.rpartition(".")[2] in ("gamma", "layer_scale"):
                 tensor.uniform_(0.5, 1.5, generator=generator)
+        for module in model.modules():  # ConvNeXt V2's GRN: at its initial 0, the identity
+            if type(module).__name__ == "GlobalResponseNorm":
+                module.weight.uniform_(0.5, 1.5, generator=generator)
         model.train()
         for _ in range(4):
             model(torch.randn(8, 3, calibration_size, calibration_size, generator=generator))

@@ -34,6 +34,7 @@ from nets import (
     convnext,
     densenet,
     efficientnet,
+    eva,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -242,6 +243,15 @@ networks_map: dict[str, functools.partial] = {
     "vit_base_patch16_siglip_gap_224": vit.vit_base_patch16_siglip_gap_224,
     "vit_so400m_patch14_siglip_gap_224": vit.vit_so400m_patch14_siglip_gap_224,
     "vit_so400m_patch14_siglip_gap_384": vit.vit_so400m_patch14_siglip_gap_384,
+    # EVA-02 (Fang et al. 2023): ViT with 2-D rotary position embeddings and SwiGLU, timm's names.
+    "eva02_tiny_patch14_224": eva.eva02_tiny_patch14_224,
+    "eva02_small_patch14_224": eva.eva02_small_patch14_224,
+    "eva02_base_patch14_224": eva.eva02_base_patch14_224,
+    "eva02_large_patch14_224": eva.eva02_large_patch14_224,
+    "eva02_tiny_patch14_336": eva.eva02_tiny_patch14_336,
+    "eva02_small_patch14_336": eva.eva02_small_patch14_336,
+    "eva02_base_patch14_448": eva.eva02_base_patch14_448,
+    "eva02_large_patch14_448": eva.eva02_large_patch14_448,
     # Swin Transformer (Liu et al. 2021), timm's names, and torchvision's for the same networks.
     "swin_tiny_patch4_window7_224": swin.swin_tiny_patch4_window7_224,
     "swin_small_patch4_window7_224": swin.swin_small_patch4_window7_224,

@@ -16,6 +16,7 @@ from nets_weights import (
     convnext,
     densenet,
     efficientnet,
+    eva,
     inception,
     inception_v4,
     keras_inception,
@@ -69,6 +70,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **densenet.ARCHITECTURES,
     **regnet.ARCHITECTURES,
     **vit.ARCHITECTURES,
+    **eva.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

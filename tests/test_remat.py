@@ -37,6 +37,11 @@ TINY = {
         32,
     ),
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
+    "eva02_base_patch14_224": (
+        {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 3, "num_heads": 2},
+        3,
+        16,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

@@ -46,6 +46,10 @@ class Pretrained:
     file: str
     image_size: int = 224
     crop_fraction: float = 0.875  # resize the shorter side to image_size / crop_fraction
+    # timm's `crop_mode`: 'center' keeps the aspect ratio (the shorter side resized, as above);
+    # 'squash' resizes both sides to image_size / crop_fraction (ConvNeXt's and EVA-02's
+    # ImageNet-22k fine-tunes at 384 and 448 px, tf_efficientnetv2_m/l).
+    crop_mode: str = "center"
     interpolation: str = "bilinear"
     mean: tuple[float, ...] = IMAGENET_MEAN  # of [0, 1] RGB
     std: tuple[float, ...] = IMAGENET_STD
@@ -133,6 +137,8 @@ def preprocessing(config: Mapping[str, Any]) -> dict[str, Any]:
         out["image_size"] = int(cfg["input_size"][-1])
     if "crop_pct" in cfg:
         out["crop_fraction"] = float(cfg["crop_pct"])
+    if cfg.get("crop_mode"):
+        out["crop_mode"] = str(cfg["crop_mode"])
     if "interpolation" in cfg:
         out["interpolation"] = str(cfg["interpolation"])
     for key in ("mean", "std"):

@@ -34,6 +34,10 @@ from nets_weights.files import WeightFileError
 
 Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
 RGB = 3  # the image channels of every published file's input convolutions
+# The inputs OpenAI's CLIP was trained on, and the weights trained from it or as it was (LAION's
+# CLIP ConvNeXt-XXL, EVA-02) expect: timm's `OPENAI_CLIP_MEAN`, `OPENAI_CLIP_STD`.
+OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
 T = TypeVar("T")
 

@@ -38,6 +38,8 @@ import math
 
 from nets_weights.convert import (
     KERAS,
+    OPENAI_CLIP_MEAN,
+    OPENAI_CLIP_STD,
     TORCH,
     Architecture,
     Layout,
@@ -173,9 +175,6 @@ _KERAS = {
     f"keras_{name}": _keras(name)
     for name in ("convnext_tiny", "convnext_small", "convnext_base", "convnext_large")
 }
-# LAION's CLIP `convnext_xxlarge` expects OpenAI CLIP's mean and std (timm's `OPENAI_CLIP_MEAN`).
-_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 def _timm_only(network: str, features: bool = False, **preprocessing) -> Architecture:
@@ -218,14 +217,14 @@ ARCHITECTURES |= {
         "convnext_xxlarge",
         image_size=256,
         crop_fraction=1.0,
-        mean=_CLIP_MEAN,
-        std=_CLIP_STD,
+        mean=OPENAI_CLIP_MEAN,
+        std=OPENAI_CLIP_STD,
     ),
     **{
         f"convnextv2_{size}": _timm_only(f"convnextv2_{size}", features=True)
         for size in ("atto", "femto", "pico", "nano", "tiny", "small", "base", "large")
     },
     "convnextv2_huge": _timm_only(
-        "convnextv2_huge", features=True, image_size=384, crop_fraction=1.0
+        "convnextv2_huge", features=True, image_size=384, crop_fraction=1.0, crop_mode="squash"
     ),
 }

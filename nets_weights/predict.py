@@ -1,9 +1,10 @@
 """Classifying image files with published weights, using the weights' own preprocessing.
 
 timm's and torchvision's evaluation transform, to the pixel: resize the shorter side to
-`floor(image_size / crop_fraction)` with the weights' interpolation, take the centred `image_size`
-square, scale to [0, 1], normalise with their mean and std. Files are decoded as the training
-pipeline decodes them (`nets_weights.images.decode`: upright, 16-bit samples scaled).
+`floor(image_size / crop_fraction)` with the weights' interpolation (both sides, for timm's
+`crop_mode='squash'`), take the centred `image_size` square, scale to [0, 1], normalise with their
+mean and std. Files are decoded as the training pipeline decodes them
+(`nets_weights.images.decode`: upright, 16-bit samples scaled).
 """
 
 import math
@@ -54,14 +55,25 @@ def crop_box(width: int, height: int, size: int) -> tuple[int, int, int, int]:
 
 def crop(image: Image.Image, info: Pretrained) -> Image.Image:
     """The weights' evaluation crop of an image: the `image_size` RGB square, as timm's
-    `transforms_imagenet_eval` (crop_mode 'center') and torchvision's presets make it."""
+    `transforms_imagenet_eval` (crop_mode 'center' or 'squash') and torchvision's presets make
+    it."""
     size = info.image_size
-    # timm/data/transforms_factory.py, `transforms_imagenet_eval` (lines 319-360 at aa4b585):
-    # `scale_size = math.floor(img_size / crop_pct)`, `Resize(scale_size)`, `CenterCrop(img_size)`.
-    # torchvision's presets resize to `resize_size`; ours store it as crop_fraction = crop / resize.
-    # Pillow's resize to the image's own size is a copy, as torchvision then returns the image.
+    # timm/data/transforms_factory.py, `transforms_imagenet_eval` (lines 313-360 at timm 1.0.31):
+    # `scale_size = math.floor(img_size / crop_pct)`, `Resize(scale_size)` ('center') or
+    # `Resize((scale_size, scale_size))` ('squash'), then `CenterCrop(img_size)`. torchvision's
+    # presets resize to `resize_size`; ours store it as crop_fraction = crop / resize. Pillow's
+    # resize to the image's own size is a copy, as torchvision then returns the image.
     image = to_rgb(image)
-    resized = resized_size(*image.size, math.floor(size / info.crop_fraction))
+    scale_size = math.floor(size / info.crop_fraction)
+    if info.crop_mode == "squash":
+        resized = (scale_size, scale_size)
+    elif info.crop_mode == "center":
+        resized = resized_size(*image.size, scale_size)
+    else:
+        raise WeightFileError(
+            f"{info.source}'s weights are evaluated with timm's crop_mode {info.crop_mode!r}, "
+            "which is not implemented here ('center' and 'squash' are)"
+        )
     image = image.resize(resized, _FILTERS.get(info.interpolation, Image.BILINEAR))
     return image.crop(crop_box(*image.size, size))
 

@@ -308,6 +308,22 @@ def test_classify_and_eval_crop_the_pixels_torchvision_crops(tmp_path):
         np.testing.assert_array_equal(evals["image"][list(evals["label"]).index(label)], expected)
 
 
+def test_squash_resizes_both_sides_and_other_crop_modes_are_refused():
+    # timm's crop_mode 'squash' (ConvNeXt's and EVA-02's 22k fine-tunes at 384 and 448 px):
+    # `Resize((s, s))` with s = floor(size / crop_pct), the aspect ratio not kept, then the
+    # centred crop: a 13x10 image at 8 px, crop 0.875 -> 9x9 -> the crop at round(0.5) = 0.
+    image = Image.fromarray(coordinates(13, 10))
+    weights = Pretrained("x", "x", image_size=8, crop_fraction=0.875, crop_mode="squash")
+    expected = np.asarray(image.resize((9, 9), Image.BILINEAR).crop((0, 0, 8, 8)))
+    np.testing.assert_array_equal(np.asarray(predict.crop(image, weights)), expected)
+    uncropped = Pretrained("x", "x", image_size=8, crop_fraction=1.0, crop_mode="squash")
+    expected = np.asarray(image.resize((8, 8), Image.BILINEAR))
+    np.testing.assert_array_equal(np.asarray(predict.crop(image, uncropped)), expected)
+    border = Pretrained("eva", "x", image_size=8, crop_mode="border")
+    with pytest.raises(ValueError, match="eva's weights are evaluated with timm's crop_mode 'bo"):
+        predict.crop(image, border)
+
+
 # ---------------------------------------------------------------------------------------------
 # Training's flip: Pillow's for the PIL images that decoding and cropping give, numpy's for arrays.
 

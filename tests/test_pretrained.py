@@ -99,6 +99,7 @@ def test_pretrained_says_what_the_weights_expect():
     info = network_fn.pretrained
     assert info.source == "resnet18" and info.file.endswith("model.safetensors")
     assert (info.image_size, info.crop_fraction, info.interpolation) == (224, 0.875, "bilinear")
+    assert info.crop_mode == "center"
     assert info.mean == architectures.IMAGENET_MEAN and info.class_names == ()  # 10 classes
     assert network_fn.module.padding == "SYMMETRIC"
 
@@ -109,6 +110,7 @@ def test_hub_config_sets_the_preprocessing(tmp_path):
     config["pretrained_cfg"] = {
         "input_size": [3, 160, 160],
         "crop_pct": 0.95,
+        "crop_mode": "squash",
         "interpolation": "bicubic",
         "mean": [0.5] * 3,
         "std": [0.25] * 3,
@@ -117,6 +119,7 @@ def test_hub_config_sets_the_preprocessing(tmp_path):
     network_fn, _ = nets_factory.load_pretrained("resnet18", folder, **PARITY["resnet_basic"][1])
     info = network_fn.pretrained
     assert (info.image_size, info.crop_fraction, info.interpolation) == (160, 0.95, "bicubic")
+    assert info.crop_mode == "squash"
     assert info.mean == (0.5,) * 3 and info.std == (0.25,) * 3
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax.core import scope as flax_scope
 from jax._src.nn import initializers as jax_initializers
 
 from nets.layers import Conv
@@ -110,17 +111,20 @@ def auxiliary(path: tuple[str, ...]) -> bool:
 @contextlib.contextmanager
 def shapes_only_draws():
     """JAX's initialisers (flax's defaults and ours) draw zeros of the requested shape and dtype
-    inside: for traces that read shapes only (`jax.eval_shape` of `init`, or of `apply`, where
-    flax checks each parameter's shape against its initialiser's). Each distinct shape's draw is
-    a trace of its own, ~16% of the registry's shape traces. Only the initialisers' reference to
-    `jax.random` changes, so no cached trace of a random function (dropout's, say) holds zeros
-    afterwards; should JAX's initialisers stop reading it there, traces are slower, not wrong."""
-    real = jax_initializers.random
-    jax_initializers.random = _ZeroDraws(real)
+    inside, and flax hands every module its parent's key unchanged: for traces that read shapes
+    only (`jax.eval_shape` of `init`, or of `apply`, where flax checks each parameter's shape
+    against its initialiser's). Each distinct shape's draw is a trace of its own, ~16% of the
+    registry's shape traces; each parameter's key, folded from its path (a device scalar made
+    and a `fold_in` traced), another ~8%. Only the initialisers' reference to `jax.random` and
+    flax's `_fold_in_static` change, so no cached trace of a random function (dropout's, say)
+    holds zeros afterwards; should either stop being read there, traces are slower, not wrong."""
+    real_random, real_fold = jax_initializers.random, flax_scope._fold_in_static
+    jax_initializers.random = _ZeroDraws(real_random)
+    flax_scope._fold_in_static = lambda rng, data: rng
     try:
         yield
     finally:
-        jax_initializers.random = real
+        jax_initializers.random, flax_scope._fold_in_static = real_random, real_fold
 
 
 class _ZeroDraws:

@@ -284,6 +284,8 @@ networks_map: dict[str, functools.partial] = {
     "mobilenetv4_conv_small_035": mobilenet_v4.mobilenetv4_conv_small_035,
     "mobilenetv4_conv_medium": mobilenet_v4.mobilenetv4_conv_medium,
     "mobilenetv4_conv_large": mobilenet_v4.mobilenetv4_conv_large,
+    "mobilenetv4_hybrid_medium": mobilenet_v4.mobilenetv4_hybrid_medium,
+    "mobilenetv4_hybrid_large": mobilenet_v4.mobilenetv4_hybrid_large,
 }
 
 

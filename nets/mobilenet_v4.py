@@ -1,10 +1,11 @@
-"""MobileNetV4's convolutional networks, as timm builds them (`timm.models.mobilenetv3`'s
+"""MobileNetV4's convolutional and hybrid networks, as timm builds them (`timm.models.mobilenetv3`'s
 `_gen_mobilenet_v4`).
 
 Qin et al. 2024, "MobileNetV4 - Universal Models for the Mobile Ecosystem" (arXiv:2404.10518).
 A 3x3 stride-2 convolution (the stem), five stages of blocks, global average pooling, then a 1x1
 convolution to 1280 with BatchNorm and the activation (after the pool, as V3's head, but
-normalised: timm's `head_norm=True`, no bias), dropout and the logits. ReLU everywhere. Blocks:
+normalised: timm's `head_norm=True`, no bias), dropout and the logits. ReLU everywhere (exact
+GELU in Hybrid-Large). Blocks:
 
 - the Universal Inverted Bottleneck (`UniversalInvertedResidual`, the paper's UIB, timm's `uir`):
   an optional kxk depthwise convolution on the block's input (`start_kernel`, BatchNorm, no
@@ -16,9 +17,13 @@ normalised: timm's `head_norm=True`, no bias), dropout and the logits. ReLU ever
 - the Fused IB (`nets.layers.FusedMBConv`, timm's `EdgeResidual`, `er`): a kxk strided expansion
   and a 1x1 projection (Medium's and Large's first stage);
 - plain convolutions with BatchNorm and ReLU (timm's `ConvBnAct`, `cn`, without residual): Small's
-  first stages, and every variant's last stage, a 1x1 convolution to 960 before the pool.
+  first stages, and every variant's last stage, a 1x1 convolution to 960 before the pool;
+- in the hybrids, Mobile MQA (`MobileMultiQueryAttention`): BatchNorm, multi-query attention
+  (one key and value shared by the heads, downsampled 2x by a strided depthwise convolution in
+  the stride-16 stage), a 1x1 projection and the residual; the hybrids' UIBs and attention
+  blocks scale their branch by a learnt per-channel layer scale from 1e-5 (timm's).
 
-The stage tables are timm's `arch_def`s (the paper's Tables 11-13). Conventions: PyTorch's
+The stage tables are timm's `arch_def`s (the paper's Tables 11-14). Conventions: PyTorch's
 symmetric padding and BatchNorm epsilon 1e-5, decay 0.9 (timm's definitions, with which its
 weights were trained). Widths are `make_divisible(c * width_multiplier, 8)` (timm's
 `round_channels`); below multiplier 1 the stem keeps its 32 channels (timm's `fix_stem`), and the
@@ -28,16 +33,19 @@ default (timm's constructor leaves it 0 for its training scripts to set).
 
 Parameters are named by scope: `stem`, `blocks_{stage}_{block}` (a UIB's `dw_start`, `pw_exp`,
 `dw_mid`, `pw_proj`, timm's names; a Fused IB's `expand`, `project`; a plain convolution's `conv`
-and `bn`), `head`, `classifier` (`nets_weights/mobilenet_v4.py` maps them to timm's keys).
+and `bn`; a Mobile MQA block's `norm`, `query_proj`, `key_down_conv`, `key_norm`, `key_proj`,
+`value_*`, `output_proj`; the hybrids' `layer_scale/gamma`), `head`, `classifier`
+(`nets_weights/mobilenet_v4.py` maps them to timm's keys).
 End points: `stem`, `blocks_{s}` (stage `s`'s output), `global_pool` (`[batch, 1, 1, c]`), `head`
 (`[batch, 1, 1, 1280]`), `pre_logits`, `logits`, `predictions`.
 
-Left out: timm's hybrid networks (Mobile MQA attention blocks and layer scale), its anti-aliased
-`conv_aa_*` / `conv_blur_*` variants (average or blur pooling in the strided convolutions) and the
-UIB's end depthwise convolution, which no MobileNetV4 table uses.
+Left out: timm's anti-aliased `conv_aa_*` / `conv_blur_*` variants (average or blur pooling in
+the strided convolutions), its untrained `hybrid_*_075`, and the UIB's end depthwise convolution,
+which no MobileNetV4 table uses.
 
 Parameters at 1000 classes are timm's: 3,774,024 (Small), 9,715,512 (Medium), 32,590,864 (Large);
-2,238,952 (Small at width 0.5), 1,905,384 (at 0.35).
+2,238,952 (Small at width 0.5), 1,905,384 (at 0.35); 11,074,648 (Hybrid-Medium), 37,764,624
+(Hybrid-Large).
 """
 
 from collections.abc import Callable, Sequence
@@ -53,6 +61,7 @@ from nets.layers import (
     TORCH,
     Conv,
     ConvNormAct,
+    DotProductAttention,
     FusedMBConv,
     ModuleDef,
     batch_norm,
@@ -85,6 +94,7 @@ class UniversalInvertedResidual(nn.Module):
     kernel_size: int = 3
     strides: int = 1
     padding: PaddingLike = "SYMMETRIC"
+    layer_scale_init_value: float | None = None  # the hybrids' 1e-5; None: no layer scale
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
@@ -107,7 +117,73 @@ class UniversalInvertedResidual(nn.Module):
                 inner, self.kernel_size, act=self.act, strides=s, groups=inner, name="dw_mid"
             )(x)
         x = layer(self.filters, 1, name="pw_proj")(x)
+        if self.layer_scale_init_value is not None:
+            x = LayerScale(self.layer_scale_init_value, name="layer_scale")(x)
         if s == 1 and channels == self.filters:
+            x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
+        return x
+
+
+class LayerScale(nn.Module):
+    """`x * gamma`, a learnt scale per channel from `init_value` (timm's `LayerScale2d`)."""
+
+    init_value: float
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        init = nn.initializers.constant(self.init_value)
+        gamma = self.param("gamma", init, (x.shape[-1],), jnp.float32)
+        return x * gamma.astype(x.dtype)
+
+
+class MobileMultiQueryAttention(nn.Module):
+    """The hybrids' Mobile MQA block (the paper's section 4; timm's `MobileAttention` with
+    `MultiQueryAttention2d`): `x + layer_scale(attention(norm(x)))`, `[n, h, w, c] -> [n, h, w,
+    filters]` (the residual where the widths agree).
+
+    BatchNorm without activation, then multi-query attention: `heads` queries of `key_dim` from a
+    1x1 convolution of every position, one key and one value of `key_dim` shared by the heads,
+    each from a 1x1 convolution of the map, which `kv_stride` 2 first downsamples by a strided
+    depthwise `kernel_size` convolution with BatchNorm (the paper's spatially reduced attention);
+    softmax(q k^T / sqrt(key_dim)) v, the heads concatenated (head-major channels) and projected by
+    a 1x1 convolution. Convolutions without biases.
+    """
+
+    filters: int
+    heads: int
+    key_dim: int
+    conv: ModuleDef
+    norm: ModuleDef
+    kernel_size: int = 3
+    kv_stride: int = 1
+    padding: PaddingLike = "SYMMETRIC"
+    layer_scale_init_value: float | None = None
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        inputs, (n, h, w, c) = x, x.shape
+        x = self.norm(name="norm")(x)
+        one = partial(self.conv, kernel_size=(1, 1), use_bias=False)
+        query = one(self.heads * self.key_dim, name="query_proj")(x)
+        query = query.reshape(n, h * w, self.heads, self.key_dim)
+
+        def shared(kind: str) -> jax.Array:  # the key or the value, one head
+            y = x
+            if self.kv_stride > 1:
+                k, s = (self.kernel_size,) * 2, (self.kv_stride,) * 2
+                y = self.conv(c, k, s, padding=self.padding, feature_group_count=c,
+                              use_bias=False, name=f"{kind}_down_conv")(y)  # fmt: skip
+                y = self.norm(name=f"{kind}_norm")(y)
+            y = one(self.key_dim, name=f"{kind}_proj")(y)
+            return y.reshape(n, -1, 1, self.key_dim)
+
+        out = DotProductAttention()(query, shared("key"), shared("value"))
+        x = one(self.filters, name="output_proj")(out.reshape(n, h, w, -1))
+        if self.layer_scale_init_value is not None:
+            x = LayerScale(self.layer_scale_init_value, name="layer_scale")(x)
+        if c == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x
 
@@ -115,7 +191,8 @@ class UniversalInvertedResidual(nn.Module):
 class BlockDef(NamedTuple):
     """A row of timm's MobileNetV4 `arch_def`: `kind` 'uir' (`uir_r{repeats}_a{start_kernel}
     _k{kernel_size}_s{strides}_e{expansion}_c{filters}`), 'fused' (`er_..._k_s_e_c`) or 'conv'
-    (`cn_..._k_s_c`). Only a stage's first block is strided."""
+    (`cn_..._k_s_c`), and in the hybrids 'mqa' (`mqa_r1_k{kernel_size}_h{heads}_s1_v{kv_stride}
+    _d{key_dim}_c{filters}`, a Mobile MQA block). Only a stage's first block is strided."""
 
     kind: str
     filters: int
@@ -124,9 +201,12 @@ class BlockDef(NamedTuple):
     expansion: float = 1.0
     start_kernel: int = 0
     repeats: int = 1
+    heads: int = 0
+    key_dim: int = 0
+    kv_stride: int = 1
 
 
-BLOCK_KINDS = ("uir", "fused", "conv")
+BLOCK_KINDS = ("uir", "fused", "conv", "mqa")
 
 
 def uir(filters, start_kernel, kernel_size, strides, expansion, repeats=1) -> BlockDef:
@@ -144,10 +224,15 @@ def er(filters, kernel_size, strides, expansion) -> BlockDef:
     return BlockDef("fused", filters, kernel_size, strides, expansion)
 
 
+def mqa(filters, heads, key_dim, kv_stride=1) -> BlockDef:
+    """timm's `mqa_r1_k3_h{heads}_s1_v{kv_stride}_d{key_dim}_c{filters}`: Mobile MQA."""
+    return BlockDef("mqa", filters, 3, heads=heads, key_dim=key_dim, kv_stride=kv_stride)
+
+
 # The last stage of every variant: a 1x1 convolution to 960 before the pool.
 HEAD_STAGE = (cn(960, 1),)
 
-# timm's `_gen_mobilenet_v4` tables (the paper's Tables 11, 12 and 13).
+# timm's `_gen_mobilenet_v4` conv tables (the paper's Tables 11, 12 and 13).
 CONV_SMALL = (
     (cn(32, 3, 2), cn(32, 1)),
     (cn(96, 3, 2), cn(64, 1)),
@@ -209,6 +294,84 @@ CONV_LARGE = (
 )
 
 
+# The hybrids' (timm's tables, the paper's Table 14 for Medium): Conv-Medium's and Conv-Large's
+# stages with Mobile MQA blocks interleaved in the last two, keys and values downsampled 2x in
+# the 16-stride stage.
+_M16, _M32 = mqa(160, 4, 64, kv_stride=2), mqa(256, 4, 64)
+HYBRID_MEDIUM = (
+    CONV_MEDIUM[0],
+    CONV_MEDIUM[1],
+    (
+        uir(160, 3, 5, 2, 6),
+        uir(160, 0, 0, 1, 2),
+        uir(160, 3, 3, 1, 4),
+        uir(160, 3, 5, 1, 4),
+        _M16,
+        uir(160, 3, 3, 1, 4),
+        _M16,
+        uir(160, 3, 0, 1, 4),
+        _M16,
+        uir(160, 3, 3, 1, 4),
+        _M16,
+        uir(160, 3, 0, 1, 4),
+    ),
+    (
+        uir(256, 5, 5, 2, 6),
+        uir(256, 5, 5, 1, 4),
+        uir(256, 3, 5, 1, 4, repeats=2),
+        uir(256, 0, 0, 1, 2),
+        uir(256, 3, 5, 1, 2),
+        uir(256, 0, 0, 1, 2),
+        uir(256, 0, 0, 1, 4),
+        _M32,
+        uir(256, 3, 0, 1, 4),
+        _M32,
+        uir(256, 5, 5, 1, 4),
+        _M32,
+        uir(256, 5, 0, 1, 4),
+        _M32,
+        uir(256, 5, 0, 1, 4),
+    ),
+    HEAD_STAGE,
+)
+_L16, _L32 = mqa(192, 8, 48, kv_stride=2), mqa(512, 8, 64)
+HYBRID_LARGE = (
+    CONV_LARGE[0],
+    CONV_LARGE[1],
+    (
+        uir(192, 3, 5, 2, 4),
+        uir(192, 3, 3, 1, 4, repeats=3),
+        uir(192, 3, 5, 1, 4),
+        uir(192, 5, 3, 1, 4, repeats=2),
+        _L16,
+        uir(192, 5, 3, 1, 4),
+        _L16,
+        uir(192, 5, 3, 1, 4),
+        _L16,
+        uir(192, 5, 3, 1, 4),
+        _L16,
+        uir(192, 3, 0, 1, 4),
+    ),
+    (
+        uir(512, 5, 5, 2, 4, repeats=4),
+        uir(512, 5, 0, 1, 4),
+        uir(512, 5, 3, 1, 4),
+        uir(512, 5, 0, 1, 4, repeats=2),
+        uir(512, 5, 3, 1, 4),
+        uir(512, 5, 5, 1, 4),
+        _L32,
+        uir(512, 5, 0, 1, 4),
+        _L32,
+        uir(512, 5, 0, 1, 4),
+        _L32,
+        uir(512, 5, 0, 1, 4),
+        _L32,
+        uir(512, 5, 0, 1, 4),
+    ),
+    HEAD_STAGE,
+)
+
+
 class MobileNetV4(nn.Module):
     """MobileNetV4: `stages` of blocks (`BlockDef` rows) scaled by `width_multiplier`.
 
@@ -227,6 +390,8 @@ class MobileNetV4(nn.Module):
     dropout_rate: float = 0.2
     drop_path_rate: float = 0.0
     act: Callable = nn.relu
+    # The hybrids' layer scale of each UIB's and Mobile MQA block's branch; None: none.
+    layer_scale_init_value: float | None = None
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     # timm's own definitions: PyTorch's symmetric padding, BatchNorm epsilon 1e-5 and decay 0.9.
@@ -269,6 +434,7 @@ class MobileNetV4(nn.Module):
                 name, strides = f"blocks_{s}_{j}", b.strides if j == 0 else 1
                 rate = {"drop_path_rate": self.drop_path_rate * index / total}
                 rate["deterministic"] = not train
+                scale = {"layer_scale_init_value": self.layer_scale_init_value}
                 filters = self.width(b.filters)
                 if b.kind == "conv":
                     x = layer(filters, b.kernel_size, strides=strides, name=name)(x)
@@ -280,7 +446,12 @@ class MobileNetV4(nn.Module):
                 elif b.kind == "uir":
                     x = UniversalInvertedResidual(
                         filters, b.expansion, **common, start_kernel=b.start_kernel,
-                        kernel_size=b.kernel_size, strides=strides, **rate, name=name,
+                        kernel_size=b.kernel_size, strides=strides, **scale, **rate, name=name,
+                    )(x)  # fmt: skip
+                elif b.kind == "mqa":
+                    x = MobileMultiQueryAttention(
+                        filters, b.heads, b.key_dim, conv, norm, b.kernel_size, b.kv_stride,
+                        self.padding, **scale, **rate, name=name,
                     )(x)  # fmt: skip
                 else:
                     raise ValueError(f"block kinds are {BLOCK_KINDS}, got {b.kind!r}")
@@ -298,4 +469,17 @@ mobilenetv4_conv_small_035 = partial(mobilenetv4_conv_small, width_multiplier=0.
 mobilenetv4_conv_medium = partial(MobileNetV4, stages=CONV_MEDIUM, default_image_size=256)
 mobilenetv4_conv_large = partial(
     MobileNetV4, stages=CONV_LARGE, stem_filters=24, default_image_size=384
+)
+
+# The hybrids: layer scale from 1e-5 (timm's); Large with exact GELU everywhere.
+mobilenetv4_hybrid_medium = partial(
+    MobileNetV4, stages=HYBRID_MEDIUM, default_image_size=256, layer_scale_init_value=1e-5
+)
+mobilenetv4_hybrid_large = partial(
+    MobileNetV4,
+    stages=HYBRID_LARGE,
+    stem_filters=24,
+    default_image_size=384,
+    layer_scale_init_value=1e-5,
+    act=partial(nn.gelu, approximate=False),
 )

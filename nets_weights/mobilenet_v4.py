@@ -3,13 +3,20 @@
 timm's keys: `conv_stem`, `bn1`, then `blocks.{stage}.{block}`: a Universal Inverted Bottleneck's
 `dw_start`, `pw_exp`, `dw_mid`, `pw_proj` (each `.conv` and `.bn`: our names, dotted), a Fused
 IB's `conv_exp`, `bn1`, `conv_pwl`, `bn2` (timm's `EdgeResidual`; ours `expand`, `project`), a
-plain convolution's `conv`, `bn1` (its `ConvBnAct`); then `conv_head`, `norm_head` (the 1x1
-convolution after the pool and its BatchNorm) and `classifier`. The weights were trained with
-PyTorch's symmetric padding and BatchNorm epsilon 1e-5, our defaults for the family, stated so
-that a contradicting field raises.
+plain convolution's `conv`, `bn1` (its `ConvBnAct`), a hybrid's Mobile MQA block's `norm`,
+`attn.query.proj`, `attn.key.down_conv` / `norm` / `proj`, `attn.value.*`, `attn.output.proj`
+(ours flat: `query_proj`, `key_down_conv`, ...), and the hybrids' `layer_scale.gamma`; then
+`conv_head`, `norm_head` (the 1x1 convolution after the pool and its BatchNorm) and `classifier`.
+The weights were trained with PyTorch's symmetric padding and BatchNorm epsilon 1e-5, our
+defaults for the family, stated so that a contradicting field raises.
 """
 
-from nets_weights.convert import Architecture, same_layout
+import dataclasses
+
+from nets_weights.convert import TORCH, Architecture, same_layout
+
+# PyTorch's names, and the hybrids' layer scale (timm's `LayerScale2d.gamma`).
+TIMM_MOBILENET_V4 = dataclasses.replace(TORCH, leaves={**TORCH.leaves, "gamma": ("gamma",)})
 
 _TOP = {
     "stem/conv": "conv_stem",
@@ -26,6 +33,12 @@ _RENAMED = {
     "project/bn": "bn2",
     "bn": "bn1",
 }
+# The Mobile MQA block's attention layers, ours flat (`key_down_conv`), timm's nested.
+_ATTENTION = {
+    f"{part}_{layer}"
+    for part in ("query", "key", "value", "output")
+    for layer in ("proj", "down_conv", "norm")
+}
 
 
 def layout(path: tuple[str, ...]) -> str:
@@ -34,6 +47,8 @@ def layout(path: tuple[str, ...]) -> str:
         return _TOP["/".join(path)]
     _, stage, block = path[0].split("_")
     inner = "/".join(path[1:])
+    if inner in _ATTENTION:
+        return f"blocks.{stage}.{block}.attn.{inner.replace('_', '.', 1)}"
     return f"blocks.{stage}.{block}.{_RENAMED.get(inner, inner.replace('/', '.'))}"
 
 
@@ -45,6 +60,8 @@ _PREPROCESSING = {
     "mobilenetv4_conv_small_050": (224, 0.875, ((0.5,) * 3, (0.5,) * 3)),
     "mobilenetv4_conv_medium": (256, 0.95, _IMAGENET),
     "mobilenetv4_conv_large": (384, 0.95, _IMAGENET),
+    "mobilenetv4_hybrid_medium": (256, 0.95, _IMAGENET),
+    "mobilenetv4_hybrid_large": (384, 0.95, _IMAGENET),
 }
 ARCHITECTURES = {
     name: Architecture(
@@ -53,6 +70,7 @@ ARCHITECTURES = {
         same_layout(layout),
         head=("classifier",),
         source_head="classifier",
+        framework=TIMM_MOBILENET_V4,
         preprocessing={
             "image_size": size,
             "crop_fraction": crop,

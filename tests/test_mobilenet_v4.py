@@ -11,8 +11,8 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets.layers import Conv
-from nets.mobilenet_v4 import CONV_MEDIUM, MobileNetV4, UniversalInvertedResidual, cn, er, uir
-from nets_weights import architectures
+from nets.mobilenet_v4 import CONV_MEDIUM, MobileNetV4, UniversalInvertedResidual, cn, er, mqa, uir
+from nets_weights import architectures, published
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
@@ -26,6 +26,9 @@ TIMM = {
     "mobilenetv4_conv_small": (224, 3_774_024, 186_005_568),
     "mobilenetv4_conv_medium": (256, 9_715_512, 1_080_244_224),
     "mobilenetv4_conv_large": (384, 32_590_864, 6_376_220_672),
+    # Attention's two products counted, as FlopCounterMode counts scaled_dot_product_attention.
+    "mobilenetv4_hybrid_medium": (256, 11_074_648, 1_271_183_360),
+    "mobilenetv4_hybrid_large": (384, 37_764_624, 7_711_877_120),
 }
 # The narrow Smalls: timm's parameter counts (their MACs are recorded in nets/sizes.tsv).
 NARROW = {"mobilenetv4_conv_small_050": 2_238_952, "mobilenetv4_conv_small_035": 1_905_384}
@@ -148,11 +151,24 @@ MEDIUM = (
     (uir(96, 5, 0, 2, 4), uir(96, 5, 3, 1, 4)),
     (cn(240, 1),),
 )
+HYBRID = (
+    (er(48, 3, 2, 4),),
+    (uir(96, 3, 5, 2, 4),),
+    (uir(96, 3, 5, 2, 4), mqa(96, 4, 16, kv_stride=2), uir(96, 3, 0, 1, 4)),
+    (uir(128, 5, 5, 2, 4), mqa(128, 2, 32), uir(128, 5, 0, 1, 4)),
+    (cn(240, 1),),
+)
 PARITY = {
     "mobilenetv4_conv_small": {"stages": SMALL, "width_multiplier": 0.5, "head_filters": 64},
     "mobilenetv4_conv_medium": {
         "stages": MEDIUM,
         "width_multiplier": 0.25,
+        "stem_filters": 24,
+        "head_filters": 64,
+    },
+    "mobilenetv4_hybrid_large": {
+        "stages": HYBRID,
+        "width_multiplier": 0.5,
         "stem_filters": 24,
         "head_filters": 64,
     },
@@ -173,6 +189,12 @@ def test_logits_are_the_references(case):
     assert relative_error(logits, reference["logits"]) <= 1e-4
     assert "predictions" in end_points
     assert (network_fn.module.padding, network_fn.module.bn_epsilon) == ("SYMMETRIC", 1e-5)
+    if case == "mobilenetv4_hybrid_large":
+        # Exact GELU, as timm's nn.GELU: tanh's approximation misses the logits.
+        approximate = network_fn.module.clone(act=jax.nn.gelu)
+        apply = jax.jit(functools.partial(approximate.apply, train=False))
+        logits, _ = apply(published.without_mark(variables), reference["images"])
+        assert relative_error(logits, reference["logits"]) > 1e-4
     if case == "mobilenetv4_conv_medium":
         # Under 'SAME' padding, or epsilon 1e-3, the same weights compute another function.
         arch = architectures.ARCHITECTURES[case]
@@ -192,6 +214,26 @@ LAYOUT = {
     ("head", "bn"): "norm_head",
     ("classifier",): "classifier",
 }
+
+
+HYBRID_LAYOUT = {
+    ("blocks_2_4", "norm"): "blocks.2.4.norm",
+    ("blocks_2_4", "query_proj"): "blocks.2.4.attn.query.proj",
+    ("blocks_2_4", "key_down_conv"): "blocks.2.4.attn.key.down_conv",
+    ("blocks_2_4", "value_norm"): "blocks.2.4.attn.value.norm",
+    ("blocks_2_4", "output_proj"): "blocks.2.4.attn.output.proj",
+    ("blocks_2_4", "layer_scale"): "blocks.2.4.layer_scale",
+    ("blocks_2_3", "layer_scale"): "blocks.2.3.layer_scale",
+}
+
+
+def test_hybrid_layout_names_attention_and_layer_scales():
+    arch = architectures.ARCHITECTURES["mobilenetv4_hybrid_medium"]
+    layout = arch.layout(nets_factory.get_network_fn("mobilenetv4_hybrid_medium", 10).module)
+    assert {path: layout(path) for path in HYBRID_LAYOUT} == HYBRID_LAYOUT
+    assert arch.framework.keys("blocks.2.4.layer_scale", "gamma") == [
+        "blocks.2.4.layer_scale.gamma"
+    ]
 
 
 def test_layout_names_each_block_kind_and_the_head():

@@ -19,8 +19,9 @@ from timm.models.mobilenetv3 import MobileNetV3  # noqa: E402
 HEAD = 64  # timm's `num_features` (1280 at full size)
 
 
-def small_v4(arch_def, multiplier: float, stem_size: int) -> MobileNetV3:
-    """`_gen_mobilenet_v4`'s network for `arch_def` (its conv variants' arguments)."""
+def small_v4(arch_def, multiplier: float, stem_size: int, hybrid: bool = False) -> MobileNetV3:
+    """`_gen_mobilenet_v4`'s network for `arch_def`: its conv variants' arguments, or its hybrid
+    Large's (GELU, layer scale from 1e-5)."""
     return MobileNetV3(
         block_args=decode_arch_def(arch_def),
         num_classes=10,
@@ -31,8 +32,8 @@ def small_v4(arch_def, multiplier: float, stem_size: int) -> MobileNetV3:
         fix_stem=multiplier < 1.0,
         round_chs_fn=partial(round_channels, multiplier=multiplier),
         norm_layer=partial(torch.nn.BatchNorm2d, eps=1e-5),
-        act_layer=torch.nn.ReLU,
-        layer_scale_init_value=None,
+        act_layer=torch.nn.GELU if hybrid else torch.nn.ReLU,
+        layer_scale_init_value=1e-5 if hybrid else None,
     )
 
 
@@ -57,6 +58,15 @@ MEDIUM = [
     ["uir_r1_a5_k0_s2_e4_c96", "uir_r1_a5_k3_s1_e4_c96"],
     ["cn_r1_k1_s1_c240"],
 ]
+# The hybrids': Mobile MQA with keys and values downsampled by a strided depthwise convolution
+# (v2) and without (on a 7x7 then a 4x4 map), between UIBs with layer scales; GELU throughout.
+HYBRID = [
+    ["er_r1_k3_s2_e4_c48"],
+    ["uir_r1_a3_k5_s2_e4_c96"],
+    ["uir_r1_a3_k5_s2_e4_c96", "mqa_r1_k3_h4_s1_v2_d16_c96", "uir_r1_a3_k0_s1_e4_c96"],
+    ["uir_r1_a5_k5_s2_e4_c128", "mqa_r1_k3_h2_s1_d32_c128", "uir_r1_a5_k0_s1_e4_c128"],
+    ["cn_r1_k1_s1_c240"],
+]
 
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
 # matching `load_pretrained` keyword arguments.
@@ -67,6 +77,11 @@ CASES = {
         lambda: small_v4(MEDIUM, 0.25, 24),
         45,
     ),
+    "mobilenetv4_hybrid_large": (
+        "mobilenetv4_hybrid_large",
+        lambda: small_v4(HYBRID, 0.5, 24, hybrid=True),
+        54,
+    ),
 }
 
 # Full-size networks whose state-dict index (keys and shapes) the tests convert.
@@ -75,6 +90,8 @@ FULL_SIZE = [
     "mobilenetv4_conv_small_050",
     "mobilenetv4_conv_medium",
     "mobilenetv4_conv_large",
+    "mobilenetv4_hybrid_medium",
+    "mobilenetv4_hybrid_large",
 ]
 
 

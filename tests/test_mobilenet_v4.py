@@ -6,15 +6,26 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import nets_factory
 import nets_summary as summary
-from nets.layers import Conv
-from nets.mobilenet_v4 import CONV_MEDIUM, MobileNetV4, UniversalInvertedResidual, cn, er, mqa, uir
+from nets.layers import Conv, FusedMBConv
+from nets.mobilenet_v4 import (
+    CONV_MEDIUM,
+    MobileMultiQueryAttention,
+    MobileNetV4,
+    UniversalInvertedResidual,
+    cn,
+    er,
+    mqa,
+    uir,
+)
 from nets_weights import architectures, published
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
+from tests.test_stochastic_depth import blocks_built
 
 # timm's counts at 1000 classes (`sum(p.numel() for p in m.parameters())` of
 # `timm.create_model(name)` built under `torch.device('meta')`) and the MACs torch's
@@ -240,3 +251,18 @@ def test_layout_names_each_block_kind_and_the_head():
     arch = architectures.ARCHITECTURES["mobilenetv4_conv_medium"]
     layout = arch.layout(nets_factory.get_network_fn("mobilenetv4_conv_medium", 10).module)
     assert {path: layout(path) for path in LAYOUT} == LAYOUT
+
+
+def test_drop_path_rates_grow_with_the_block_index():
+    # timm's builder: rate * i / blocks over every block, the plain convolutions counted (they
+    # have no residual, so no drop path); here 5 blocks, a Fused IB, three UIBs, an MQA block.
+    stages = (
+        (er(16, 3, 2, 4),),
+        (uir(16, 3, 3, 1, 2, repeats=2), mqa(16, 2, 8), uir(24, 0, 3, 2, 2)),
+    )
+    kinds = (FusedMBConv, UniversalInvertedResidual, MobileMultiQueryAttention)
+    built = blocks_built(
+        "mobilenetv4_hybrid_medium", kinds, True, stages=stages, drop_path_rate=0.5
+    )
+    np.testing.assert_allclose([b.drop_path_rate for b in built], [0.0, 0.1, 0.2, 0.3, 0.4])
+    assert {b.deterministic for b in built} == {False}

@@ -43,6 +43,7 @@ from nets import (
     lenet,
     mobilenet,
     mobilenet_v1,
+    mobilenet_v4,
     nasnet,
     overfeat,
     pnasnet,
@@ -277,6 +278,14 @@ networks_map: dict[str, functools.partial] = {
     "efficientnet_v2_s": efficientnet.efficientnet_v2_s,
     "efficientnet_v2_m": efficientnet.efficientnet_v2_m,
     "efficientnet_v2_l": efficientnet.efficientnet_v2_l,
+    # MobileNetV4's convolutional networks (Qin et al. 2024), timm's names and conventions.
+    "mobilenetv4_conv_small": mobilenet_v4.mobilenetv4_conv_small,
+    "mobilenetv4_conv_small_050": mobilenet_v4.mobilenetv4_conv_small_050,
+    "mobilenetv4_conv_small_035": mobilenet_v4.mobilenetv4_conv_small_035,
+    "mobilenetv4_conv_medium": mobilenet_v4.mobilenetv4_conv_medium,
+    "mobilenetv4_conv_large": mobilenet_v4.mobilenetv4_conv_large,
+    "mobilenetv4_hybrid_medium": mobilenet_v4.mobilenetv4_hybrid_medium,
+    "mobilenetv4_hybrid_large": mobilenet_v4.mobilenetv4_hybrid_large,
 }
 
 

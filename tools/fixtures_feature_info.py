@@ -26,6 +26,8 @@ SAME_NAMES = [
     *[f"densenet{d}" for d in (121, 161, 169, 201)],
     *[f"{p}efficientnet_b{i}" for p in ("", "tf_") for i in range(8)],
     *[f"{p}efficientnetv2_{s}" for p in ("", "tf_") for s in "sml"],
+    *[f"mobilenetv4_conv_{s}" for s in ("small", "small_050", "small_035", "medium", "large")],
+    *[f"mobilenetv4_hybrid_{s}" for s in ("medium", "large")],
     *[f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")],
     "regnetx_004",
     "regnety_008",

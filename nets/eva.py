@@ -37,7 +37,7 @@ import numpy as np
 from nets.layers import Conv, DotProductAttention, ModuleDef, checkpointed, classify, drop_path
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.vit import LAYER_NORM_EPSILON, resample_position_embeddings
+from nets.vit import LAYER_NORM_EPSILON, embed_patches, grid_size
 
 ROPE_TEMPERATURE = 10000.0  # timm's `rope_temperature`, the frequencies' base
 _STD = 0.02  # timm's init of every Linear (truncated normal), the tokens and position embeddings
@@ -247,34 +247,12 @@ class Eva02(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
-        size = self.img_size or self.default_image_size
-        if size < self.patch_size:
-            raise ValueError(
-                f"img_size {size} is smaller than one patch of {self.patch_size} "
-                "pixels: img_size must be at least patch_size"
-            )
+        grid = grid_size(self.img_size or self.default_image_size, self.patch_size)
         check_drop_path_rate(self.drop_path_rate)
         end_points = {}
-        patch = (self.patch_size, self.patch_size)
-        embed = self.conv(
-            self.embed_dim,
-            patch,
-            strides=patch,
-            padding="VALID",
-            dtype=self.dtype,
-            name="patch_embed",
-        )
-        x = embed(jnp.asarray(x, self.dtype))
-        batch, height, width, dim = x.shape
-
-        grid = size // self.patch_size
         init = nn.initializers.truncated_normal(_STD)
-        pos_embed = self.param("pos_embed", init, (1, 1 + grid * grid, dim))
-        grid_embed = pos_embed[:, 1:].reshape(1, grid, grid, dim)
-        grid_embed = resample_position_embeddings(grid_embed, (height, width))
-        x = x.reshape(batch, height * width, dim) + grid_embed.reshape(1, -1, dim).astype(
-            self.dtype
-        )
+        x, pos_embed, (height, width) = embed_patches(self, x, grid, 1, init)
+        batch, _, dim = x.shape
         cls_token = self.param("cls_token", init, (1, 1, dim)) + pos_embed[:, :1]
         cls_token = jnp.broadcast_to(cls_token.astype(self.dtype), (batch, 1, dim))
         x = end_points["stem"] = jnp.concatenate([cls_token, x], axis=1)

@@ -63,6 +63,7 @@ from nets.layers import (
     ConvNormAct,
     DotProductAttention,
     FusedMBConv,
+    LayerScale,
     ModuleDef,
     batch_norm,
     classify,
@@ -122,18 +123,6 @@ class UniversalInvertedResidual(nn.Module):
         if s == 1 and channels == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x
-
-
-class LayerScale(nn.Module):
-    """`x * gamma`, a learnt scale per channel from `init_value` (timm's `LayerScale2d`)."""
-
-    init_value: float
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        init = nn.initializers.constant(self.init_value)
-        gamma = self.param("gamma", init, (x.shape[-1],), jnp.float32)
-        return x * gamma.astype(x.dtype)
 
 
 class MobileMultiQueryAttention(nn.Module):

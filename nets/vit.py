@@ -43,7 +43,15 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, DotProductAttention, ModuleDef, checkpointed, classify, drop_path
+from nets.layers import (
+    Conv,
+    DotProductAttention,
+    LayerScale,
+    ModuleDef,
+    checkpointed,
+    classify,
+    drop_path,
+)
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
@@ -105,19 +113,6 @@ class Mlp(nn.Module):
         width = x.shape[-1]
         x = dropout(ACTIVATIONS[self.act_layer](dense(self.hidden, name="fc1")(x)))
         return dropout(dense(width, name="fc2")(x))
-
-
-class LayerScale(nn.Module):
-    """A learned per-channel scale of a residual branch, `gamma`, started at `init_values`
-    (Touvron et al. 2021, CaiT: it lets deep networks start near the identity; DeiT III and
-    DINOv2 train with it)."""
-
-    init_values: float
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        gamma = self.param("gamma", nn.initializers.constant(self.init_values), (x.shape[-1],))
-        return x * gamma.astype(x.dtype)
 
 
 class Block(nn.Module):
@@ -191,6 +186,49 @@ def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.
     shape = (grid.shape[0], *size, grid.shape[-1])
     resized = jax.image.resize(grid.astype(jnp.float32), shape, "bicubic", antialias=True)
     return resized.astype(grid.dtype)
+
+
+def grid_size(img_size: int, patch_size: int) -> int:
+    """The side of the patch grid the position embeddings are made for; one line when `img_size`
+    holds no patch."""
+    if img_size < patch_size:
+        raise ValueError(
+            f"img_size {img_size} is smaller than one patch of {patch_size} "
+            "pixels: img_size must be at least patch_size"
+        )
+    return img_size // patch_size
+
+
+def embed_patches(
+    module: nn.Module,
+    images: jax.Array,
+    grid: int,
+    embedded: int,
+    init: nn.initializers.Initializer,
+    use_bias: bool = True,
+) -> tuple[jax.Array, jax.Array, tuple[int, int]]:
+    """The patch embedding and learnt position embeddings of a ViT-like `module` (its
+    `patch_size`, `embed_dim`, `conv` and `dtype`), inside its compact call: `patch_embed`, a
+    `patch_size` convolution, and `pos_embed` `[1, embedded + grid**2, embed_dim]` (the first
+    `embedded` tokens', then the grid's, resampled to the images' own grid). Returns the patches'
+    tokens with their position embeddings added `[batch, h * w, embed_dim]`, `pos_embed`, and
+    `(h, w)`."""
+    patch = (module.patch_size, module.patch_size)
+    x = module.conv(
+        module.embed_dim,
+        patch,
+        strides=patch,
+        padding="VALID",
+        use_bias=use_bias,
+        dtype=module.dtype,
+        name="patch_embed",
+    )(jnp.asarray(images, module.dtype))
+    batch, height, width, dim = x.shape
+    pos_embed = module.param("pos_embed", init, (1, embedded + grid * grid, dim))
+    grid_embed = pos_embed[:, embedded:].reshape(1, grid, grid, dim)
+    grid_embed = resample_position_embeddings(grid_embed, (height, width)).reshape(1, -1, dim)
+    x = x.reshape(batch, height * width, dim) + grid_embed.astype(module.dtype)
+    return x, pos_embed, (height, width)
 
 
 class VisionTransformer(nn.Module):
@@ -270,12 +308,7 @@ class VisionTransformer(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
-        size = self.img_size or self.default_image_size
-        if size < self.patch_size:
-            raise ValueError(
-                f"img_size {size} is smaller than one patch of {self.patch_size} "
-                "pixels: img_size must be at least patch_size"
-            )
+        grid = grid_size(self.img_size or self.default_image_size, self.patch_size)
         if self.distilled and self.reg_tokens:
             raise ValueError(
                 f"distilled=True with reg_tokens={self.reg_tokens}: timm has no such network, "
@@ -299,26 +332,11 @@ class VisionTransformer(nn.Module):
             )
         check_drop_path_rate(self.drop_path_rate)
         end_points = {}
-        patch = (self.patch_size, self.patch_size)
-        x = self.conv(
-            self.embed_dim,
-            patch,
-            strides=patch,
-            padding="VALID",
-            use_bias=not self.pre_norm,
-            dtype=self.dtype,
-            name="patch_embed",
-        )(jnp.asarray(x, self.dtype))
-        batch, height, width, dim = x.shape
-
-        grid = size // self.patch_size
         prefix = self.class_token + self.distilled + self.reg_tokens  # before the patches
         embedded = 0 if self.no_embed_class else prefix  # those with a position embedding
-        pos_embed = self.param(
-            "pos_embed", nn.initializers.normal(0.02), (1, embedded + grid * grid, dim)
-        )
-        grid_embed = pos_embed[:, embedded:].reshape(1, grid, grid, dim)
-        grid_embed = resample_position_embeddings(grid_embed, (height, width))
+        init = nn.initializers.normal(0.02)
+        x, pos_embed, _ = embed_patches(self, x, grid, embedded, init, use_bias=not self.pre_norm)
+        batch, _, dim = x.shape
         tokens = []
         if self.class_token:
             tokens.append(self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, dim)))
@@ -327,9 +345,6 @@ class VisionTransformer(nn.Module):
         if self.reg_tokens:
             init = nn.initializers.normal(1e-6)
             tokens.append(self.param("reg_token", init, (1, self.reg_tokens, dim)))
-        x = x.reshape(batch, height * width, dim) + grid_embed.reshape(1, -1, dim).astype(
-            self.dtype
-        )
         if tokens:
             tokens = jnp.concatenate(tokens, axis=1)
             if embedded:

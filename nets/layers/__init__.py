@@ -13,6 +13,7 @@
 - `drop_path`: stochastic depth of a residual branch (`nets.layers.drop_path` also has the
   linear rule of rates per block, and their check).
 - `checkpointed`: a block recomputed in the backward pass when a network's `remat` is set.
+- `LayerScale`: a learnt per-channel scale of a residual branch (ViT's, MobileNetV4's).
 """
 
 from nets.layers.attention import DotProductAttention
@@ -27,6 +28,7 @@ from nets.layers.inverted_residual import (
     SqueezeExcite,
     make_divisible,
 )
+from nets.layers.layer_scale import LayerScale
 from nets.layers.norm import (
     SLIM,
     SLIM_INCEPTION,
@@ -53,6 +55,7 @@ __all__ = [
     "EndPoints",
     "FusedMBConv",
     "InvertedResidual",
+    "LayerScale",
     "ModuleDef",
     "SqueezeExcite",
     "adaptive_avg_pool",

@@ -31,11 +31,9 @@ from nets_weights import (
     vgg,
     vit,
 )
-from nets_weights.convert import Architecture
+from nets_weights.convert import IMAGENET_MEAN, IMAGENET_STD, Architecture
 from nets_weights.files import WeightFileError
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 _CLASSES_FILE = Path(__file__).with_name("imagenet_classes.txt")
 
 

@@ -34,10 +34,14 @@ from nets_weights.files import WeightFileError
 
 Path = tuple[str, ...]  # ('params', 'conv_init', 'kernel')
 RGB = 3  # the image channels of every published file's input convolutions
-# The inputs OpenAI's CLIP was trained on, and the weights trained from it or as it was (LAION's
-# CLIP ConvNeXt-XXL, EVA-02) expect: timm's `OPENAI_CLIP_MEAN`, `OPENAI_CLIP_STD`.
+# ImageNet's mean and std of [0, 1] RGB, which most published weights expect (`Pretrained`'s
+# default); OpenAI CLIP's, which the weights trained from it or as it was expect (LAION's CLIP
+# ConvNeXt-XXL, EVA-02): timm's `OPENAI_CLIP_MEAN`, `OPENAI_CLIP_STD`.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
 Layout = Callable[[Path], str]  # our module path (no collection, no leaf) -> source prefix
 T = TypeVar("T")
 

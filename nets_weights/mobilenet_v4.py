@@ -13,7 +13,7 @@ defaults for the family, stated so that a contradicting field raises.
 
 import dataclasses
 
-from nets_weights.convert import TORCH, Architecture, same_layout
+from nets_weights.convert import IMAGENET_MEAN, IMAGENET_STD, TORCH, Architecture, same_layout
 
 # PyTorch's names, and the hybrids' layer scale (timm's `LayerScale2d.gamma`).
 TIMM_MOBILENET_V4 = dataclasses.replace(TORCH, leaves={**TORCH.leaves, "gamma": ("gamma",)})
@@ -54,7 +54,7 @@ def layout(path: tuple[str, ...]) -> str:
 
 # timm's names, which are ours -> its default weights' preprocessing (for files without a
 # config.json): image size, crop fraction, mean and std (all bicubic).
-_IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+_IMAGENET = (IMAGENET_MEAN, IMAGENET_STD)
 _PREPROCESSING = {
     "mobilenetv4_conv_small": (224, 0.875, _IMAGENET),
     "mobilenetv4_conv_small_050": (224, 0.875, ((0.5,) * 3, (0.5,) * 3)),

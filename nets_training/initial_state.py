@@ -52,7 +52,7 @@ def initial_state(
             )
         except ValueError as e:
             raise UserError(f"finetune.init_from: {e}") from None
-        if info.in_chans != 3:
+        if info.in_chans != nets_weights.convert.RGB:
             notes.append(
                 f"its RGB input convolution adapted to {channels} channel"
                 f"{'s' if channels > 1 else ''} as timm's in_chans"

@@ -217,39 +217,52 @@ def test_conv2d_refuses_negative_padding():
         conv_cpu.conv2d(jnp.ones((1, 4, 4, 1)), jnp.ones((3, 3, 1, 1)), (1, 1), ((-1, 0), (0, 0)))
 
 
-def test_resnet_train_step_gradients_match_flax_linen_conv():
-    """A narrow ResNet-18, one block per stage: its gradients are plain flax.linen.Conv's.
+def test_resnet_train_step_gradients_are_as_exact_as_flax_linen_conv():
+    """A narrow ResNet-18, one block per stage: its float32 gradients are as close to the float64
+    gradients (flax.linen.Conv's) as plain flax.linen.Conv's float32 ones, per tree and per kernel.
 
-    Measured per tree, and per convolution kernel. Some BatchNorm biases have gradients near zero
-    (4e-7 against a global norm of 18: BatchNorm downstream cancels a constant shift), so their
-    own relative error only measures float32 rounding.
+    Both are ~1e-4 from float64 (BatchNorm over 4 examples on 1x1 maps amplifies rounding), and
+    ~1e-5 from each other, a figure that varies with the host's CPU (1.2e-5 on an Intel Xeon):
+    so the measure is the error against float64, not against each other.
     """
     images = jax.random.normal(jax.random.key(0), (4, 32, 32, 3))  # last stage on 1x1 maps
     labels = jnp.arange(4) % 10
+    kwargs = {"num_filters": 8, "stage_sizes": (1, 1, 1, 1)}
     networks = {
-        label: nets_factory.get_network_fn(
-            "resnet18", 10, is_training=True, num_filters=8, stage_sizes=(1, 1, 1, 1), conv=conv
-        )
+        label: nets_factory.get_network_fn("resnet18", 10, is_training=True, conv=conv, **kwargs)
         for label, conv in (("ours", Conv), ("flax", nn.Conv))
     }
     abstract = jax.eval_shape(networks["flax"].init, jax.random.key(1), images)  # the same tree
     variables = numpy_variables(abstract, seed=1)
 
-    def grad(fn):
+    def grad(fn, variables, images):
         def loss(params):
             (logits, _), _ = fn.apply(
                 {**variables, "params": params}, images, mutable=["batch_stats"]
             )
             return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-        return jax.jit(jax.grad(loss))(variables["params"])
+        return jax.tree.map(np.asarray, jax.jit(jax.grad(loss))(variables["params"]))
 
-    grads = {label: grad(fn) for label, fn in networks.items()}
-    flat = {k: jnp.concatenate([g.ravel() for g in jax.tree.leaves(v)]) for k, v in grads.items()}
-    assert relative_error(flat["ours"], flat["flax"]) <= 1e-5
-    errors = jax.tree_util.tree_leaves_with_path(
-        jax.tree.map(relative_error, grads["ours"], grads["flax"])
-    )
-    # 12 convolutions and the Dense head.
-    kernels = {jax.tree_util.keystr(p): e for p, e in errors if "kernel" in jax.tree_util.keystr(p)}
-    assert len(kernels) == 13 and max(kernels.values()) <= 1e-5, kernels
+    grads = {label: grad(fn, variables, images) for label, fn in networks.items()}
+    with jax.enable_x64():
+        exact_fn = nets_factory.get_network_fn(
+            "resnet18", 10, is_training=True, conv=nn.Conv, dtype=jnp.float64, **kwargs
+        )
+        to64 = partial(np.asarray, dtype=np.float64)
+        exact = grad(exact_fn, jax.tree.map(to64, variables), to64(images))
+    assert {leaf.dtype for leaf in jax.tree.leaves(exact)} == {np.dtype(np.float64)}
+
+    def errors(grads):
+        pairs = jax.tree_util.tree_leaves_with_path(
+            jax.tree.map(lambda g, e: relative_error(to64(g), e), grads, exact)
+        )
+        flat = np.concatenate([to64(g).ravel() for g in jax.tree.leaves(grads)])
+        whole = relative_error(flat, np.concatenate([e.ravel() for e in jax.tree.leaves(exact)]))
+        kernels = {jax.tree_util.keystr(p): e for p, e in pairs if "kernel" in str(p)}
+        return {"all": whole, **kernels}
+
+    ours, flax_own = errors(grads["ours"]), errors(grads["flax"])
+    assert len(ours) == 14 and max(flax_own.values()) <= 3e-4  # 12 convolutions, the Dense head
+    worse = {k: (ours[k], flax_own[k]) for k in ours if ours[k] > 1.25 * flax_own[k]}
+    assert not worse, worse

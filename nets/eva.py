@@ -37,7 +37,7 @@ import numpy as np
 from nets.layers import Conv, DotProductAttention, ModuleDef, checkpointed, classify, drop_path
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.vit import LAYER_NORM_EPSILON, embed_patches, grid_size
+from nets.vit import LAYER_NORM_EPSILON, embed_patches, grid_size, head_shape
 
 ROPE_TEMPERATURE = 10000.0  # timm's `rope_temperature`, the frequencies' base
 _STD = 0.02  # timm's init of every Linear (truncated normal), the tokens and position embeddings
@@ -118,12 +118,7 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         batch, tokens, width = x.shape
-        if width % self.num_heads:
-            raise ValueError(
-                f"embed_dim {width} does not split into {self.num_heads} heads: "
-                "embed_dim must be a multiple of num_heads"
-            )
-        heads = (self.num_heads, width // self.num_heads)
+        heads = head_shape(width, self.num_heads)
         dense = _dense(dtype=self.dtype)
         if self.qkv_fused:
             q, k, v = biased_qkv(self, x, heads, dense)

@@ -59,6 +59,17 @@ LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
 _dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
 
 
+def head_shape(width: int, num_heads: int) -> tuple[int, int]:
+    """`(num_heads, head_dim)` of a `width`-wide multi-head attention (ViT's, EVA-02's, BEiT's);
+    one line when `width` does not split."""
+    if width % num_heads:
+        raise ValueError(
+            f"embed_dim {width} does not split into {num_heads} heads: "
+            "embed_dim must be a multiple of num_heads"
+        )
+    return num_heads, width // num_heads
+
+
 class Attention(nn.Module):
     """Multi-head self-attention: one `qkv` projection, the product, the `proj` projection."""
 
@@ -70,15 +81,11 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         batch, tokens, width = x.shape
-        if width % self.num_heads:
-            raise ValueError(
-                f"embed_dim {width} does not split into {self.num_heads} heads: "
-                "embed_dim must be a multiple of num_heads"
-            )
+        heads = head_shape(width, self.num_heads)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
         qkv = dense(3 * width, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
-        qkv = qkv.reshape(batch, tokens, 3, self.num_heads, width // self.num_heads)
+        qkv = qkv.reshape(batch, tokens, 3, *heads)
         product = DotProductAttention(self.attention, name="product")
         x = product(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
         x = dense(width, name="proj")(x.reshape(batch, tokens, width))

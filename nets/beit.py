@@ -55,7 +55,7 @@ from nets.layers.drop_path import check_drop_path_rate
 from nets.vit import LAYER_NORM_EPSILON, Mlp, grid_size, head_shape, patchify
 
 Window = tuple[int, int]
-CLASS_ROWS = 3  # the table's rows after the offsets': class token to patches, patches to it, it
+CLASS_ROWS = 3  # after the offsets' rows: class token to patches, patches to it, it to itself
 _STD = 0.02  # timm's init of every Linear (truncated normal) and of the class token
 
 

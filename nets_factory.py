@@ -30,6 +30,7 @@ import numpy as np
 import nets_weights
 from nets import (
     alexnet,
+    beit,
     cifarnet,
     convnext,
     densenet,
@@ -253,6 +254,14 @@ networks_map: dict[str, functools.partial] = {
     "eva02_small_patch14_336": eva.eva02_small_patch14_336,
     "eva02_base_patch14_448": eva.eva02_base_patch14_448,
     "eva02_large_patch14_448": eva.eva02_large_patch14_448,
+    # BEiT and BEiT v2 (Bao et al. 2021, Peng et al. 2022): ViT with a relative position bias.
+    "beit_base_patch16_224": beit.beit_base_patch16_224,
+    "beit_base_patch16_384": beit.beit_base_patch16_384,
+    "beit_large_patch16_224": beit.beit_large_patch16_224,
+    "beit_large_patch16_384": beit.beit_large_patch16_384,
+    "beit_large_patch16_512": beit.beit_large_patch16_512,
+    "beitv2_base_patch16_224": beit.beitv2_base_patch16_224,
+    "beitv2_large_patch16_224": beit.beit_large_patch16_224,  # the same network
     # Swin Transformer (Liu et al. 2021), timm's names, and torchvision's for the same networks.
     "swin_tiny_patch4_window7_224": swin.swin_tiny_patch4_window7_224,
     "swin_small_patch4_window7_224": swin.swin_small_patch4_window7_224,

@@ -37,7 +37,7 @@ import numpy as np
 from nets.layers import Conv, DotProductAttention, ModuleDef, checkpointed, classify, drop_path
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.vit import LAYER_NORM_EPSILON, embed_patches, grid_size
+from nets.vit import LAYER_NORM_EPSILON, embed_patches, grid_size, head_shape
 
 ROPE_TEMPERATURE = 10000.0  # timm's `rope_temperature`, the frequencies' base
 _STD = 0.02  # timm's init of every Linear (truncated normal), the tokens and position embeddings
@@ -85,6 +85,23 @@ def _dense(scale: float = 1.0, **kwargs: Any) -> partial:
     return partial(nn.Dense, kernel_init=nn.initializers.truncated_normal(_STD * scale), **kwargs)
 
 
+def biased_qkv(
+    module: nn.Module, x: jax.Array, heads: tuple[int, int], dense: partial
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """timm's fused projection whose query and value have a learnt bias and whose key has none
+    (EVA's Ti and S, BEiT's), inside `module`'s compact call: `qkv`, a `dense` without bias, and
+    `module`'s parameters `q_bias` and `v_bias` (zeros, as timm's). `x` `[batch, tokens, width]`
+    -> `(q, k, v)`, each `[batch, tokens, *heads]`, in `module.dtype`."""
+    batch, tokens, width = x.shape
+    q_bias = module.param("q_bias", nn.initializers.zeros, (width,))
+    v_bias = module.param("v_bias", nn.initializers.zeros, (width,))
+    bias = jnp.concatenate([q_bias, jnp.zeros_like(q_bias), v_bias]).astype(module.dtype)
+    qkv = dense(3 * width, use_bias=False, name="qkv")(x) + bias
+    # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
+    qkv = qkv.reshape(batch, tokens, 3, *heads)
+    return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with RoPE on the patches' queries and keys; a bias on the query
     and value projections, none on the key's (timm's `EvaAttention`)."""
@@ -101,21 +118,10 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         batch, tokens, width = x.shape
-        if width % self.num_heads:
-            raise ValueError(
-                f"embed_dim {width} does not split into {self.num_heads} heads: "
-                "embed_dim must be a multiple of num_heads"
-            )
-        heads = (self.num_heads, width // self.num_heads)
+        heads = head_shape(width, self.num_heads)
         dense = _dense(dtype=self.dtype)
         if self.qkv_fused:
-            q_bias = self.param("q_bias", nn.initializers.zeros, (width,))
-            v_bias = self.param("v_bias", nn.initializers.zeros, (width,))
-            bias = jnp.concatenate([q_bias, jnp.zeros_like(q_bias), v_bias]).astype(self.dtype)
-            qkv = dense(3 * width, use_bias=False, name="qkv")(x) + bias
-            # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
-            qkv = qkv.reshape(batch, tokens, 3, *heads)
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+            q, k, v = biased_qkv(self, x, heads, dense)
         else:
             q = dense(width, name="q_proj")(x).reshape(batch, tokens, *heads)
             k = dense(width, use_bias=False, name="k_proj")(x).reshape(batch, tokens, *heads)
@@ -269,27 +275,39 @@ class Eva02(nn.Module):
             dtype=self.dtype,
             attention=self.attention,
         )
-        rates = linear_drop_path_rates(self.drop_path_rate, self.depth)
-        for i in range(self.depth):
-            scale = (2.0 * (i + 1)) ** -0.5
-            layer = block(drop_path_rate=rates[i], init_scale=scale, name=f"blocks_{i}")
-            x = end_points[f"block{i + 1}"] = layer(x, train)
+        return blocks_then_head(self, block, x, end_points, train)
 
-        features = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="fc_norm")(
-            jnp.mean(x[:, 1:], axis=1)
-        )
-        # timm starts the classifier at a thousandth of its Linear init (`head_init_scale`).
-        head_init = nn.initializers.truncated_normal(_STD * 1e-3)
-        return classify(
-            features,
-            end_points,
-            self.num_classes,
-            train=train,
-            dropout_rate=self.dropout_rate,
-            dtype=self.dtype,
-            name="head",
-            kernel_init=head_init,
-        )
+
+def blocks_then_head(
+    module: nn.Module, block: partial, x: jax.Array, end_points: dict[str, jax.Array], train: bool
+):
+    """EVA-02's and BEiT's networks after the class token, inside `module`'s compact call (its
+    `depth`, `drop_path_rate`, `epsilon`, `num_classes`, `dropout_rate` and `dtype`): `depth`
+    blocks `block(drop_path_rate=..., init_scale=..., name='blocks_{i}')(x, train)`, stochastic
+    depth rising linearly and timm's `fix_init_weight` scale `1 / sqrt(2 (i + 1))`, each recorded
+    as `block{i + 1}`; the patches' tokens (after the class token) averaged, `fc_norm`, and the
+    classifier `head`. Returns `classify`'s `(logits, end_points)`."""
+    rates = linear_drop_path_rates(module.drop_path_rate, module.depth)
+    for i in range(module.depth):
+        scale = (2.0 * (i + 1)) ** -0.5
+        layer = block(drop_path_rate=rates[i], init_scale=scale, name=f"blocks_{i}")
+        x = end_points[f"block{i + 1}"] = layer(x, train)
+
+    features = nn.LayerNorm(module.epsilon, dtype=module.dtype, name="fc_norm")(
+        jnp.mean(x[:, 1:], axis=1)
+    )
+    # timm starts the classifier at a thousandth of its Linear init (`head_init_scale`).
+    head_init = nn.initializers.truncated_normal(_STD * 1e-3)
+    return classify(
+        features,
+        end_points,
+        module.num_classes,
+        train=train,
+        dropout_rate=module.dropout_rate,
+        dtype=module.dtype,
+        name="head",
+        kernel_init=head_init,
+    )
 
 
 # timm's configurations (Fang et al. 2023, Table 1: Ti, S, B, L), at their pretraining size (224,

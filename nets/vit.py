@@ -59,6 +59,17 @@ LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
 _dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
 
 
+def head_shape(width: int, num_heads: int) -> tuple[int, int]:
+    """`(num_heads, head_dim)` of a `width`-wide multi-head attention (ViT's, EVA-02's, BEiT's);
+    one line when `width` does not split."""
+    if width % num_heads:
+        raise ValueError(
+            f"embed_dim {width} does not split into {num_heads} heads: "
+            "embed_dim must be a multiple of num_heads"
+        )
+    return num_heads, width // num_heads
+
+
 class Attention(nn.Module):
     """Multi-head self-attention: one `qkv` projection, the product, the `proj` projection."""
 
@@ -70,15 +81,11 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         batch, tokens, width = x.shape
-        if width % self.num_heads:
-            raise ValueError(
-                f"embed_dim {width} does not split into {self.num_heads} heads: "
-                "embed_dim must be a multiple of num_heads"
-            )
+        heads = head_shape(width, self.num_heads)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
         qkv = dense(3 * width, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
-        qkv = qkv.reshape(batch, tokens, 3, self.num_heads, width // self.num_heads)
+        qkv = qkv.reshape(batch, tokens, 3, *heads)
         product = DotProductAttention(self.attention, name="product")
         x = product(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
         x = dense(width, name="proj")(x.reshape(batch, tokens, width))
@@ -103,6 +110,7 @@ class Mlp(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     act_layer: Activation = "gelu"
+    fc2_scale: float = 1.0  # of `fc2`'s initial kernel (BEiT's `fix_init_weight`)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -112,7 +120,8 @@ class Mlp(nn.Module):
         dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
         width = x.shape[-1]
         x = dropout(ACTIVATIONS[self.act_layer](dense(self.hidden, name="fc1")(x)))
-        return dropout(dense(width, name="fc2")(x))
+        fc2_init = nn.initializers.truncated_normal(0.02 * self.fc2_scale)
+        return dropout(dense(width, kernel_init=fc2_init, name="fc2")(x))
 
 
 class Block(nn.Module):
@@ -199,22 +208,12 @@ def grid_size(img_size: int, patch_size: int) -> int:
     return img_size // patch_size
 
 
-def embed_patches(
-    module: nn.Module,
-    images: jax.Array,
-    grid: int,
-    embedded: int,
-    init: nn.initializers.Initializer,
-    use_bias: bool = True,
-) -> tuple[jax.Array, jax.Array, tuple[int, int]]:
-    """The patch embedding and learnt position embeddings of a ViT-like `module` (its
-    `patch_size`, `embed_dim`, `conv` and `dtype`), inside its compact call: `patch_embed`, a
-    `patch_size` convolution, and `pos_embed` `[1, embedded + grid**2, embed_dim]` (the first
-    `embedded` tokens', then the grid's, resampled to the images' own grid). Returns the patches'
-    tokens with their position embeddings added `[batch, h * w, embed_dim]`, `pos_embed`, and
-    `(h, w)`."""
+def patchify(module: nn.Module, images: jax.Array, use_bias: bool = True) -> jax.Array:
+    """The patch embedding of a ViT-like `module` (its `patch_size`, `embed_dim`, `conv` and
+    `dtype`), inside its compact call: `patch_embed`, a `patch_size` convolution, `[batch, h, w,
+    embed_dim]` (BEiT's networks, which have no position embeddings, stop here)."""
     patch = (module.patch_size, module.patch_size)
-    x = module.conv(
+    return module.conv(
         module.embed_dim,
         patch,
         strides=patch,
@@ -223,6 +222,21 @@ def embed_patches(
         dtype=module.dtype,
         name="patch_embed",
     )(jnp.asarray(images, module.dtype))
+
+
+def embed_patches(
+    module: nn.Module,
+    images: jax.Array,
+    grid: int,
+    embedded: int,
+    init: nn.initializers.Initializer,
+    use_bias: bool = True,
+) -> tuple[jax.Array, jax.Array, tuple[int, int]]:
+    """The patch embedding (`patchify`) and learnt position embeddings of a ViT-like `module`:
+    `pos_embed` `[1, embedded + grid**2, embed_dim]` (the first `embedded` tokens', then the
+    grid's, resampled to the images' own grid). Returns the patches' tokens with their position
+    embeddings added `[batch, h * w, embed_dim]`, `pos_embed`, and `(h, w)`."""
+    x = patchify(module, images, use_bias)
     batch, height, width, dim = x.shape
     pos_embed = module.param("pos_embed", init, (1, embedded + grid * grid, dim))
     grid_embed = pos_embed[:, embedded:].reshape(1, grid, grid, dim)

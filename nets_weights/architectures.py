@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nets_weights import (
+    beit,
     convnext,
     densenet,
     efficientnet,
@@ -75,6 +76,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **regnet.ARCHITECTURES,
     **vit.ARCHITECTURES,
     **eva.ARCHITECTURES,
+    **beit.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

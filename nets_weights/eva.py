@@ -13,8 +13,8 @@ classifier: they load as features (`num_classes=0`), or under a new classifier.
 
 import dataclasses
 
-from nets_weights.convert import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, Architecture, same_layout
-from nets_weights.vit import TIMM_VIT, layout
+from nets_weights.convert import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+from nets_weights.vit import TIMM_VIT, timm_architecture
 
 # The fused projection's biases of the query and value, parameters of timm's `EvaAttention`.
 TIMM_EVA = dataclasses.replace(
@@ -35,12 +35,8 @@ _PREPROCESSING = {
     "eva02_large_patch14_448": (448, 1.0, "squash"),
 }
 ARCHITECTURES = {
-    name: Architecture(
+    name: timm_architecture(
         name,
-        {},
-        same_layout(layout),
-        head=("head",),
-        source_head="head",
         framework=TIMM_EVA,
         headless=True,  # the MIM encoders
         preprocessing={

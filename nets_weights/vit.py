@@ -34,20 +34,32 @@ def layout(path: tuple[str, ...]) -> str:
     return ".".join(part.replace("blocks_", "blocks.", 1) for part in path)
 
 
+def timm_architecture(
+    network: str, convention: dict | None = None, framework: Framework = TIMM_VIT, **fields
+) -> Architecture:
+    """timm's files of a ViT-like `network` (ViT's, EVA-02's, BEiT's): its keys ours with dots
+    (`layout`), the classifier `head`; `fields` are `Architecture`'s others."""
+    return Architecture(
+        network,
+        convention or {},
+        same_layout(layout),
+        head=("head",),
+        source_head="head",
+        framework=framework,
+        **fields,
+    )
+
+
 def _architecture(network: str) -> Architecture:
     # CLIP's towers compute another function under ViT's LayerNorm epsilon, and OpenAI's weights
     # under exact GELU: a field set otherwise is refused (`load_pretrained`).
     convention = {"epsilon": 1e-5} if "_clip_" in network else {}
     if "_quickgelu_" in network:
         convention["act_layer"] = "quick_gelu"
-    return Architecture(
+    return timm_architecture(
         network,
         convention,
-        same_layout(layout),
-        head=("head",),
-        source_head="head",
         other_heads=((("head_dist",), "head_dist"),) if "distilled" in network else (),
-        framework=TIMM_VIT,
         headless=True,  # DINOv2's weights, and any timm ViT saved with num_classes=0
     )
 

@@ -1,10 +1,11 @@
 """Layer-wise learning-rate decay and the decoupled decay's mask against timm's parameter groups.
 
 `tests/fixtures/layer_decay_timm.json` (tools/fixtures_layer_decay.py) holds, for every parameter
-of timm's vit_small_patch16_224, convnext_tiny and swin_tiny_patch4_window7_224, the learning-rate
-scale `param_groups_layer_decay` gives it at layer_decay 0.75 and whether it is decayed. Our
-parameters are matched to timm's by the published-weights converters (`nets_weights`), and their
-scales computed by `optim` from the networks' own depths, on the committed variable trees.
+of timm's vit_small_patch16_224, convnext_tiny, swin_tiny_patch4_window7_224 and
+beit_base_patch16_224, the learning-rate scale `param_groups_layer_decay` gives it at layer_decay
+0.75 and whether it is decayed. Our parameters are matched to timm's by the published-weights
+converters (`nets_weights`, their renames included), and their scales computed by `optim` from the
+networks' own depths, on the committed variable trees.
 """
 
 import json
@@ -30,7 +31,8 @@ def test_every_parameters_scale_and_decay_are_timms(name):
     arch = architectures.ARCHITECTURES[name]  # timm's key layout
     network_fn = nets_factory.get_network_fn(name, 1000)
     shapes = variable_trees.leaf_shapes(variable_trees.section(name))
-    sources = {key: tuple(shape) for key, (shape, _, _) in timm.items()}
+    keys = arch.stable({key: key for key in timm})  # the names `layout` gives -> timm's
+    sources = {name: tuple(timm[key][0]) for name, key in keys.items()}
     layout = arch.layout(network_fn.module)
     steps = convert.plan(sources, shapes, layout, framework=arch.framework)
     assert len(steps) == len(timm)  # every parameter, each matched once (plan raises otherwise)
@@ -39,7 +41,7 @@ def test_every_parameters_scale_and_decay_are_timms(name):
     scales = optim.layer_scales(network_fn.module, params, FIXTURE["layer_decay"])
     decayed = optim.kernel_mask(params)
     for step in steps:
-        _, scale, decay = timm[step.source]
+        _, scale, decay = timm[keys[step.source]]
         path = step.target[1:]  # without 'params'
         ours = _at(scales, path)
         assert ours == pytest.approx(scale, rel=1e-6), (step.source, path)

@@ -54,8 +54,9 @@ def test_registry_is_partials_of_linen_modules():
 
 
 # timm's TF ports of EfficientNet (V1 and V2) and torchvision's V2 are their twins under other
-# padding and BatchNorm settings, and the QuickGELU CLIP towers the GELU ones: settings that
-# change no shape, so each is traced once, under the twin's name (test_twins_*).
+# padding and BatchNorm settings, the QuickGELU CLIP towers the GELU ones, and BEiT v2's base
+# BEiT's but for its layer scales' start: settings that change no shape, so each is traced
+# once, under the twin's name (test_twins_*).
 TWINS = {
     **{f"tf_efficientnet_b{i}": f"efficientnet_b{i}" for i in range(8)},
     **{f"tf_efficientnetv2_{v}": f"efficientnetv2_{v}" for v in "sml"},
@@ -64,6 +65,7 @@ TWINS = {
         f"vit_{size}_clip_quickgelu_224": f"vit_{size}_clip_224"
         for size in ("base_patch32", "base_patch16", "large_patch14")
     },
+    "beitv2_base_patch16_224": "beit_base_patch16_224",  # layer scales started at 1e-5
 }
 TRACED = [name for name in ALL_NETWORKS if name not in TWINS]
 
@@ -260,6 +262,7 @@ def test_twins_are_one_network_under_settings_that_change_no_shape():
         "tf_efficientnetv2_": efficientnet.TF_V2_CONVENTIONS,
         "efficientnet_v2_": efficientnet.TORCHVISION_V2_CONVENTIONS,
         "_clip_quickgelu_": {"act_layer": "quick_gelu"},
+        "beitv2_": {"init_values": 1e-5},
     }
     for port, twin in TWINS.items():
         ported, own = nets_factory.networks_map[port], nets_factory.networks_map[twin]

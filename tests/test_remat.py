@@ -19,7 +19,7 @@ import nets_factory
 from nets.efficientnet import V2_S
 from tests.helpers import XLA_CONVS, equations
 
-# name -> (constructor fields of a tiny configuration, its blocks, image size)
+# name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
 TINY = {
     "resnet50": (
         {"stage_sizes": (2, 1), "num_filters": 4, "drop_path_rate": 0.2, **XLA_CONVS},
@@ -42,6 +42,12 @@ TINY = {
         3,
         16,
     ),
+    # At 16x24 px: each block resizes its table (made for 2x2 patches) to 2x3.
+    "beit_base_patch16_224": (
+        {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 3, "num_heads": 2},
+        3,
+        (16, 24),
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},
@@ -55,7 +61,8 @@ def parts(name, remat, batch=2):
     """The network, its abstract variables, and a loss of the parameters (training mode)."""
     kwargs, _, size = TINY[name]
     fn = nets_factory.get_network_fn(name, 10, is_training=True, remat=remat, **kwargs)
-    images = jax.random.normal(jax.random.key(1), (batch, size, size, 3))
+    height, width = (size, size) if isinstance(size, int) else size
+    images = jax.random.normal(jax.random.key(1), (batch, height, width, 3))
     abstract = jax.eval_shape(fn.init, jax.random.key(0), images)
 
     def loss(params, batch_stats):

@@ -71,16 +71,18 @@ def write_case(
     name: str,
     architecture: str,
     build: Callable[[], torch.nn.Module],
-    size: int,
+    size: int | tuple[int, int],
     calibration_size: int = 56,
     config: dict | None = None,
 ) -> None:
-    """`config` adds to config.json (timm's `pretrained_cfg`, ...)."""
+    """`size`: the images' side, or their (height, width); `config` adds to config.json (timm's
+    `pretrained_cfg`, ...)."""
     generator = torch.Generator().manual_seed(sum(map(ord, name)))
     torch.manual_seed(0)
     model = build()
     perturb(model, generator, calibration_size)
-    images = torch.randn(2, 3, size, size, generator=generator)
+    height, width = (size, size) if isinstance(size, int) else size
+    images = torch.randn(2, 3, height, width, generator=generator)
     with torch.no_grad():
         logits = model(images)
     folder = ROOT / "parity" / name

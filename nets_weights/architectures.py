@@ -20,6 +20,7 @@ from nets_weights import (
     inception,
     inception_v4,
     keras_inception,
+    metaformer,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -75,6 +76,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **regnet.ARCHITECTURES,
     **vit.ARCHITECTURES,
     **eva.ARCHITECTURES,
+    **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

@@ -9,6 +9,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import metaformer
+from tests.helpers import XLA_CONVS, numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
 # PoolFormer-S12: stem 7*7*3*64 + 64 = 9,472; downsamplings 3*3*c*c' + c' (73,856 + 368,960 +
@@ -177,3 +178,35 @@ def test_bad_fields_are_refused_in_one_line(fields, message):
     fn = nets_factory.get_network_fn("poolformerv2_s12", 10, **{**SMALL, **fields})
     with pytest.raises(ValueError, match=message):
         jax.eval_shape(fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), float))
+
+
+@pytest.mark.slow  # compiles a gradient
+def test_gradient_reaches_every_parameter():
+    # Every kind of parameter in one small network: the three mixers, GroupNorms with biases,
+    # layer and res scales, StarReLU's scale and bias, the MLP head.
+    fields = {
+        "depths": (1, 1, 1, 1),
+        "dims": (8, 8, 16, 16),
+        "token_mixers": ("pooling", "sepconv", "attention", "attention"),
+        "head_dim": 8,
+        "norm": "group_norm",
+        "norm_bias": True,
+        "layer_scale_init_values": (1e-5,) * 4,
+    }
+    fn = nets_factory.get_network_fn("caformer_s18", 10, is_training=True, **fields, **XLA_CONVS)
+    images = jax.random.normal(jax.random.key(1), (2, 24, 24, 3))
+    abstract = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    # numpy's values (compiling `init` costs more than the gradient), the scales `gamma` at 1
+    # (numpy_variables' 0 would cut their branches off).
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, leaf: np.ones_like(leaf) if path[-1].key == "gamma" else leaf,
+        numpy_variables(abstract),
+    )
+
+    def loss(params):
+        logits, _ = fn.apply({"params": params}, images)
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
+
+    grads = jax.jit(jax.grad(loss))(params)
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)

@@ -24,7 +24,7 @@ The variants differ in fields, as timm's registry sets them:
   the linear classifier.
 - ConvFormer, CAFormer: LayerNorm over the channels without a bias, epsilon 1e-6 (timm's
   `LayerNorm2dNoBias` and, over CAFormer's tokens, `LayerNormNoBias`: the same function on
-  NHWC maps), also before the stem's and the downsampling's convolutions' outputs and inputs;
+  NHWC maps), and the same after the stem's convolution and before each downsampling one;
   an MLP of StarReLU without biases; a res scale (a learnt per-channel scale of the shortcut,
   Shleifer et al. 2021) in the last two stages; timm's `MlpHead` classifier: a 4x wider dense
   layer, squared ReLU, LayerNorm (with a bias, 1e-6), then the classes.
@@ -194,6 +194,8 @@ class MetaFormerBlock(nn.Module):
         return residual(x, mlp(self.norm(name="norm2")(x)), 2)
 
     def mix(self, x: jax.Array, train: bool) -> jax.Array:
+        """The token mixer on the normalised map `[batch, height, width, c]`; attention sees its
+        pixels as `height * width` tokens."""
         if self.mixer == "pooling":
             return pooling(x)
         if self.mixer == "sepconv":

@@ -42,6 +42,7 @@ from nets import (
     inception_v3,
     inception_v4,
     lenet,
+    metaformer,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -295,6 +296,26 @@ networks_map: dict[str, functools.partial] = {
     "mobilenetv4_conv_large": mobilenet_v4.mobilenetv4_conv_large,
     "mobilenetv4_hybrid_medium": mobilenet_v4.mobilenetv4_hybrid_medium,
     "mobilenetv4_hybrid_large": mobilenet_v4.mobilenetv4_hybrid_large,
+    # MetaFormer (Yu et al. 2022, 2023): PoolFormer, PoolFormerV2, ConvFormer, CAFormer, timm's
+    # names and conventions.
+    "poolformer_s12": metaformer.poolformer_s12,
+    "poolformer_s24": metaformer.poolformer_s24,
+    "poolformer_s36": metaformer.poolformer_s36,
+    "poolformer_m36": metaformer.poolformer_m36,
+    "poolformer_m48": metaformer.poolformer_m48,
+    "poolformerv2_s12": metaformer.poolformerv2_s12,
+    "poolformerv2_s24": metaformer.poolformerv2_s24,
+    "poolformerv2_s36": metaformer.poolformerv2_s36,
+    "poolformerv2_m36": metaformer.poolformerv2_m36,
+    "poolformerv2_m48": metaformer.poolformerv2_m48,
+    "convformer_s18": metaformer.convformer_s18,
+    "convformer_s36": metaformer.convformer_s36,
+    "convformer_m36": metaformer.convformer_m36,
+    "convformer_b36": metaformer.convformer_b36,
+    "caformer_s18": metaformer.caformer_s18,
+    "caformer_s36": metaformer.caformer_s36,
+    "caformer_m36": metaformer.caformer_m36,
+    "caformer_b36": metaformer.caformer_b36,
 }
 
 

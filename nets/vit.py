@@ -77,12 +77,13 @@ class Attention(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     attention: Implementation = "auto"  # DotProductAttention's implementation
+    use_bias: bool = True  # of both projections (MetaFormer's have none)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         batch, tokens, width = x.shape
         heads = head_shape(width, self.num_heads)
-        dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_dense_init)
+        dense = partial(nn.Dense, use_bias=self.use_bias, dtype=self.dtype, kernel_init=_dense_init)
         qkv = dense(3 * width, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
         qkv = qkv.reshape(batch, tokens, 3, *heads)

@@ -168,7 +168,11 @@ def _fill(
         shapes,
         layout,
         skip=lambda path: (path in head and not keep_head) or path[1:-1] in lacking,
-        skip_sources=lambda key: arch.drops(key) or (arch.in_head(key) and not keep_head),
+        skip_sources=lambda key: (
+            arch.drops(key)
+            or (arch.in_head(key) and not keep_head)
+            or (arch.feeds_head(key) and not head)
+        ),
         what=str(weights.path),
         framework=arch.framework,
         in_chans=in_chans,

@@ -21,6 +21,7 @@ from nets_weights import (
     inception,
     inception_v4,
     keras_inception,
+    metaformer,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -77,6 +78,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **vit.ARCHITECTURES,
     **eva.ARCHITECTURES,
     **beit.ARCHITECTURES,
+    **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

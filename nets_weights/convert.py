@@ -135,6 +135,11 @@ class Architecture:
     # Further classifiers over the same classes, replaced with the first (DeiT's distillation
     # head): our module path and the file's prefix of each.
     other_heads: tuple[tuple[tuple[str, ...], str], ...] = ()
+    # The file's prefixes of layers that only the classifier reads (MetaFormer's MLP head before
+    # its last layer): they fill ours whenever the network has a classifier, of the file's class
+    # count or another (as timm's loading keeps them when it replaces the last layer), and a
+    # network without one (0 classes) leaves them out.
+    head_hidden: tuple[str, ...] = ()
     # The file's module prefixes the network leaves out, as the reference does when it loads them
     # (torchvision's training-only auxiliary classifiers).
     dropped: tuple[str, ...] = ()
@@ -178,6 +183,10 @@ class Architecture:
     def in_head(self, key: str) -> bool:
         """Whether the file's tensor `key` belongs to one of its classifiers."""
         return self._under(key, (self.source_head, *(prefix for _, prefix in self.other_heads)))
+
+    def feeds_head(self, key: str) -> bool:
+        """Whether the file's tensor `key` belongs to a layer of `head_hidden`."""
+        return self._under(key, self.head_hidden)
 
     def heads(self, paths: Collection[Path]) -> list[Path]:
         """The variable paths (`('params', 'head', 'kernel')`) of our classifiers."""

@@ -509,6 +509,7 @@ MIN_SIZES = {
     "densenet121": 29,  # the stem's 7x7/2 and 3x3/2, then three 2x2/2 'VALID' transition pools
     "regnet_y_400mf": 1,
     "vit_base_patch32_224": 32,  # one patch (16 for the /16 ViTs and DeiTs)
+    "poolformer_s12": 3,  # the 7x7/4 stem, padding 2 (every MetaFormer)
 }
 # With an auxiliary head, which `init` always builds and training runs.
 MIN_TRAIN_SIZES = {"inception_v3": 107, "nasnet_cifar": 9, "nasnet_mobile": 67}

@@ -32,6 +32,7 @@ def classify(
     conv: ModuleDef | None = None,
     kernel_init: nn.initializers.Initializer | None = None,
     scope: str | None = None,
+    dense: ModuleDef = nn.Dense,
 ) -> tuple[jax.Array, EndPoints]:
     """Returns `(logits, end_points)`, or `(features, end_points)` when `num_classes` is 0/None.
 
@@ -41,12 +42,15 @@ def classify(
       conv: classify with a 1x1 convolution of this constructor (kernel `[1, 1, c, classes]`, as
         Slim's `fc8` and `Conv2d_1c_1x1`) instead of a dense layer.
       kernel_init: the dense layer's initialiser, when not flax's default.
+      dense: the logits layer when not a convolution, built as `nn.Dense` is (`features`,
+        `dtype`, `name`, `kernel_init`): a head with hidden layers of its own (MetaFormer's MLP
+        head) takes the dropped-out features to the logits, which `pre_logits` stays before.
       scope: a module name (Slim's `Logits`) holding the dropout and the logits layer.
     """
     end_points["pre_logits"] = features
     if not num_classes:
         return features, end_points
-    head = (num_classes, dropout_rate, dtype, name, conv, kernel_init)
+    head = (num_classes, dropout_rate, dtype, name, conv, kernel_init, dense)
     if scope is None:
         logits = logits_layers(features, train, *head)
     else:
@@ -65,8 +69,9 @@ def logits_layers(
     name: str | None,
     conv: ModuleDef | None,
     kernel_init: nn.initializers.Initializer | None,
+    dense: ModuleDef = nn.Dense,
 ) -> jax.Array:
-    """Dropout, then the class layer: a dense layer, or a 1x1 convolution on a 1x1 map.
+    """Dropout, then the class layer: `dense`, or a 1x1 convolution on a 1x1 map.
 
     A function, not a module, so that its layers join the scope of the module calling it.
     """
@@ -74,7 +79,7 @@ def logits_layers(
     if conv is not None:
         return conv(num_classes, (1, 1), use_bias=True, name=name)(x[:, None, None, :])[:, 0, 0, :]
     init = {} if kernel_init is None else {"kernel_init": kernel_init}
-    return nn.Dense(num_classes, dtype=dtype, name=name, **init)(x)
+    return dense(num_classes, dtype=dtype, name=name, **init)(x)
 
 
 class Logits(nn.Module):
@@ -86,6 +91,7 @@ class Logits(nn.Module):
     layer_name: str | None
     conv: ModuleDef | None
     kernel_init: nn.initializers.Initializer | None
+    dense: ModuleDef = nn.Dense
 
     @nn.compact
     def __call__(self, features: jax.Array, train: bool) -> jax.Array:
@@ -98,6 +104,7 @@ class Logits(nn.Module):
             self.layer_name,
             self.conv,
             self.kernel_init,
+            self.dense,
         )
 
 

@@ -20,6 +20,7 @@ from nets_weights import (
     inception,
     inception_v4,
     keras_inception,
+    maxvit,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -76,6 +77,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **vit.ARCHITECTURES,
     **eva.ARCHITECTURES,
     **swin.ARCHITECTURES,
+    **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }
 

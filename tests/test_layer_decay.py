@@ -1,8 +1,9 @@
 """Layer-wise learning-rate decay and the decoupled decay's mask against timm's parameter groups.
 
 `tests/fixtures/layer_decay_timm.json` (tools/fixtures_layer_decay.py) holds, for every parameter
-of timm's vit_small_patch16_224, convnext_tiny and swin_tiny_patch4_window7_224, the learning-rate
-scale `param_groups_layer_decay` gives it at layer_decay 0.75 and whether it is decayed. Our
+of timm's vit_small_patch16_224, convnext_tiny, swin_tiny_patch4_window7_224 and
+maxvit_tiny_tf_224, the learning-rate scale `param_groups_layer_decay` gives it at layer_decay
+0.75 and whether it is decayed (BatchNorm statistics are no parameters of timm's). Our
 parameters are matched to timm's by the published-weights converters (`nets_weights`), and their
 scales computed by `optim` from the networks' own depths, on the committed variable trees.
 """
@@ -30,6 +31,7 @@ def test_every_parameters_scale_and_decay_are_timms(name):
     arch = architectures.ARCHITECTURES[name]  # timm's key layout
     network_fn = nets_factory.get_network_fn(name, 1000)
     shapes = variable_trees.leaf_shapes(variable_trees.section(name))
+    shapes = {path: shape for path, shape in shapes.items() if path[0] == "params"}  # no stats
     sources = {key: tuple(shape) for key, (shape, _, _) in timm.items()}
     layout = arch.layout(network_fn.module)
     steps = convert.plan(sources, shapes, layout, framework=arch.framework)

@@ -18,7 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".." / "shared" / "
 from timm_compat import import_timm  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "layer_decay_timm.json"
-NETWORKS = ["vit_small_patch16_224", "convnext_tiny", "swin_tiny_patch4_window7_224"]
+NETWORKS = [
+    "vit_small_patch16_224",
+    "convnext_tiny",
+    "swin_tiny_patch4_window7_224",
+    "maxvit_tiny_tf_224",
+]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 
 

@@ -65,7 +65,7 @@ whose pre-norm activates and expands from its input, symmetric padding, MLP rela
 parallel partitions, transformer blocks over whole maps).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -221,7 +221,7 @@ class MBConv(nn.Module):
     strides: int
     conv: ModuleDef
     norm: ModuleDef
-    act: Any
+    act: Callable
     expand_ratio: float = 4.0
     se_ratio: float = 0.25  # of the output width
     padding: PaddingLike = "SAME"
@@ -274,7 +274,7 @@ class Stem(nn.Module):
     features: int
     conv: ModuleDef
     norm: ModuleDef
-    act: Any
+    act: Callable
     padding: PaddingLike = "SAME"
 
     @nn.compact

@@ -43,6 +43,7 @@ from nets import (
     inception_v4,
     lenet,
     metaformer,
+    maxvit,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -270,6 +271,22 @@ networks_map: dict[str, functools.partial] = {
     "swin_t": swin.swin_tiny_patch4_window7_224,
     "swin_s": swin.swin_small_patch4_window7_224,
     "swin_b": swin.swin_base_patch4_window7_224,
+    # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
+    "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
+    "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,
+    "maxvit_tiny_tf_512": maxvit.maxvit_tiny_tf_512,
+    "maxvit_small_tf_224": maxvit.maxvit_small_tf_224,
+    "maxvit_small_tf_384": maxvit.maxvit_small_tf_384,
+    "maxvit_small_tf_512": maxvit.maxvit_small_tf_512,
+    "maxvit_base_tf_224": maxvit.maxvit_base_tf_224,
+    "maxvit_base_tf_384": maxvit.maxvit_base_tf_384,
+    "maxvit_base_tf_512": maxvit.maxvit_base_tf_512,
+    "maxvit_large_tf_224": maxvit.maxvit_large_tf_224,
+    "maxvit_large_tf_384": maxvit.maxvit_large_tf_384,
+    "maxvit_large_tf_512": maxvit.maxvit_large_tf_512,
+    "maxvit_xlarge_tf_224": maxvit.maxvit_xlarge_tf_224,
+    "maxvit_xlarge_tf_384": maxvit.maxvit_xlarge_tf_384,
+    "maxvit_xlarge_tf_512": maxvit.maxvit_xlarge_tf_512,
     # EfficientNet B0-B7 (Tan & Le 2019), timm's names: its own weights' conventions (symmetric
     # padding, BatchNorm epsilon 1e-5), and the TF checkpoints' ('SAME', 1e-3) as `tf_`.
     **{

@@ -99,8 +99,14 @@ def quick_gelu(x: jax.Array) -> jax.Array:
     return x * nn.sigmoid(1.702 * x)
 
 
-Activation = Literal["gelu", "quick_gelu"]
-ACTIVATIONS = {"gelu": partial(nn.gelu, approximate=False), "quick_gelu": quick_gelu}
+# 'gelu_tanh': GELU's tanh approximation (timm's `GELUTanh`), which TensorFlow's MaxViT was
+# trained with (`nets.maxvit`).
+Activation = Literal["gelu", "quick_gelu", "gelu_tanh"]
+ACTIVATIONS = {
+    "gelu": partial(nn.gelu, approximate=False),
+    "quick_gelu": quick_gelu,
+    "gelu_tanh": partial(nn.gelu, approximate=True),
+}
 
 
 class Mlp(nn.Module):

@@ -223,7 +223,7 @@ class OptimConfig:
     # Layer-wise learning-rate decay (BEiT; ConvNeXt's fine-tuning): a parameter at depth d of
     # the network's L depths learns at lr * layer_decay ** (L - 1 - d), d from the network
     # (timm's parameter groups: embeddings 0, block i i + 1, the head L - 1; ViT/DeiT, EVA-02,
-    # BEiT, ConvNeXt, Swin). 1: every parameter at lr.
+    # BEiT, ConvNeXt, Swin; MaxViT a group a stage). 1: every parameter at lr.
     layer_decay: float = 1.0
     # Gradient accumulation (optax.MultiSteps): the optimizer steps once every accumulate_steps
     # train steps, on their mean gradient, so a recipe's batch fits a small host: the effective

@@ -86,7 +86,7 @@ def scale_by_layer(module: nn.Module, decay: float) -> optax.GradientTransformat
     if not hasattr(module, "layer_id"):
         raise UserError(
             f"optim.layer_decay={decay}: {type(module).__name__} does not say its parameters' "
-            "depths; layer decay is for ViT/DeiT, ConvNeXt and Swin (or set layer_decay=1)"
+            "depths; layer decay is for ViT/DeiT, ConvNeXt, Swin and MaxViT (or set layer_decay=1)"
         )
 
     def scale(updates, params=None):

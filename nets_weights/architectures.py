@@ -22,6 +22,7 @@ from nets_weights import (
     inception_v4,
     keras_inception,
     metaformer,
+    maxvit,
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
@@ -80,6 +81,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **beit.ARCHITECTURES,
     **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
+    **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }
 

@@ -1,11 +1,12 @@
 """Layer-wise learning-rate decay and the decoupled decay's mask against timm's parameter groups.
 
 `tests/fixtures/layer_decay_timm.json` (tools/fixtures_layer_decay.py) holds, for every parameter
-of timm's vit_small_patch16_224, convnext_tiny, swin_tiny_patch4_window7_224 and
-beit_base_patch16_224, the learning-rate scale `param_groups_layer_decay` gives it at layer_decay
-0.75 and whether it is decayed. Our parameters are matched to timm's by the published-weights
-converters (`nets_weights`, their renames included), and their scales computed by `optim` from the
-networks' own depths, on the committed variable trees.
+of timm's vit_small_patch16_224, convnext_tiny, swin_tiny_patch4_window7_224,
+beit_base_patch16_224 and maxvit_tiny_tf_224, the learning-rate scale `param_groups_layer_decay`
+gives it at layer_decay 0.75 and whether it is decayed (BatchNorm statistics are no parameters of
+timm's). Our parameters are matched to timm's by the published-weights converters (`nets_weights`,
+their renames included), and their scales computed by `optim` from the networks' own depths, on
+the committed variable trees.
 """
 
 import json
@@ -31,6 +32,7 @@ def test_every_parameters_scale_and_decay_are_timms(name):
     arch = architectures.ARCHITECTURES[name]  # timm's key layout
     network_fn = nets_factory.get_network_fn(name, 1000)
     shapes = variable_trees.leaf_shapes(variable_trees.section(name))
+    shapes = {path: shape for path, shape in shapes.items() if path[0] == "params"}  # no stats
     keys = arch.stable({key: key for key in timm})  # the names `layout` gives -> timm's
     sources = {name: tuple(timm[key][0]) for name, key in keys.items()}
     layout = arch.layout(network_fn.module)

@@ -48,6 +48,20 @@ TINY = {
         3,
         (16, 24),
     ),
+    # Two stages of MaxViT blocks (MBConv, block and grid attention each), 3x3 windows.
+    "maxvit_tiny_tf_224": (
+        {
+            "default_image_size": 24,
+            "partition_ratio": 8,
+            "embed_dim": (8, 16),
+            "depths": (2, 1),
+            "stem_width": 8,
+            "dim_head": 8,
+            **XLA_CONVS,
+        },
+        3,
+        24,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

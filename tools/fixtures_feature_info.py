@@ -29,6 +29,11 @@ SAME_NAMES = [
     *[f"mobilenetv4_conv_{s}" for s in ("small", "small_050", "small_035", "medium", "large")],
     *[f"mobilenetv4_hybrid_{s}" for s in ("medium", "large")],
     *[f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")],
+    *[
+        f"maxvit_{s}_tf_{r}"
+        for s in ("tiny", "small", "base", "large", "xlarge")
+        for r in (224, 384, 512)
+    ],
     "regnetx_004",
     "regnety_008",
     "regnety_080",

@@ -23,6 +23,7 @@ NETWORKS = [
     "convnext_tiny",
     "swin_tiny_patch4_window7_224",
     "beit_base_patch16_224",
+    "maxvit_tiny_tf_224",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

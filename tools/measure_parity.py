@@ -18,6 +18,12 @@ from pathlib import Path
 
 # (image, calibration) sizes of networks whose smallest input exceeds the calibration's 56 px.
 IMAGE_SIZES = {"inception_v4": (299, 299), "inception_resnet_v2": (299, 299)}
+# MaxViT's windows are made for its size (`img_size // 32`): it runs at that size alone.
+IMAGE_SIZES |= {
+    f"maxvit_{size}_tf_{res}": (res, res)
+    for size in ("tiny", "small", "base", "large", "xlarge")
+    for res in (224, 384, 512)
+}
 
 
 def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool = False) -> None:

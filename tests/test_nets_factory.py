@@ -1,5 +1,6 @@
 """The contract every network in `networks_map` keeps, checked through the public API."""
 
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -22,6 +23,7 @@ from tests.helpers import (
     XLA_CONVS,
     auxiliary,
     numpy_variables,
+    replayed_calls,
     shapes_only_draws,
 )
 
@@ -109,10 +111,11 @@ FEATURES_TRACED = fewest_macs(_BY_FILE.values())
 CONV_FIELDS = [f.name for f in dataclasses.fields(Conv) if f.name not in ("parent", "name")]
 
 
-def traced_init(fn, images):
+def traced_init(fn, images, replay=True):
     """`(variables, end points {name: shape}, MACs but the auxiliary heads', convolutions)` of
     one abstract trace of `fn.init`, the training graph; `convolutions` holds each distinct
-    `Conv` called (its fields and input) and its output."""
+    `Conv` called (its fields and input) and its output. `replay`: repeated submodule calls
+    replayed (`helpers.replayed_calls`); the snapshots are written without."""
     outputs, convolutions = [], {}
 
     def network_output(next_fun, args, kwargs, context):
@@ -127,7 +130,12 @@ def traced_init(fn, images):
             convolutions[repr((fields, x))] = (fields, x, y)
         return out
 
-    with summary.counting_macs(exclude=auxiliary) as macs, nn.intercept_methods(network_output):
+    with (
+        replayed_calls(auxiliary) if replay else contextlib.nullcontext([]) as side_effects,
+        summary.counting_macs(exclude=auxiliary) as macs,
+        nn.intercept_methods(network_output),
+    ):
+        side_effects.append(macs)
         variables = jax.eval_shape(fn.init, jax.random.key(0), images)
     (end_points,) = outputs
     return variables, end_points, sum(macs), list(convolutions.values())
@@ -192,8 +200,24 @@ def test_shapes_and_end_points(name):
             fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True, **fields)
             variables, end_points, macs, _ = traced_init(fn, images)
             end_points = {p: s for p, s in end_points.items() if not p.startswith("aux")}
-            params = parameters(variables)
-        assert_evaluation_and_features(name, fields, variables, end_points, params, macs // 5)
+        assert_evaluation_and_features(name, fields, variables, end_points, macs // 5)
+
+
+def traced_apply(fn, variables, images, **kwargs):
+    """`(outputs, MACs, end point names in the network's order)` of one abstract trace of
+    `fn.apply` (whose outputs' dicts come back sorted), repeated submodule calls replayed
+    (`helpers.replayed_calls`)."""
+    order = []
+
+    def forward(variables, images):
+        out = fn.apply(variables, images, **kwargs)
+        order.extend((out[0] if "mutable" in kwargs else out)[1])
+        return out
+
+    with replayed_calls(auxiliary) as side_effects, summary.counting_macs() as macs:
+        side_effects.append(macs)
+        out = jax.eval_shape(forward, variables, images)
+    return out, sum(macs), order
 
 
 def parameters(variables):
@@ -213,22 +237,22 @@ SHORTER_TWINS = {
 SHORTER_TWINS["seresnet152d"] = {"stage_sizes": (1, 1, 1, 1)}
 
 
-def assert_evaluation_and_features(name, fields, variables, end_points, params, macs):
+def assert_evaluation_and_features(name, fields, variables, end_points, macs):
     """Evaluation (and, for one network of each family's file, the feature mode) of network
     `name` built with `fields` (the training graph's convolutions at the same maps: the CPU path's
     choice of formulation reads the maps and the kernel, not the batch), against its training
-    trace: `variables`, `end_points` without the auxiliary heads', trainable `params` and `macs`
-    per image."""
+    trace: `variables`, `end_points` without the auxiliary heads' and `macs` per image."""
     size = nets_factory.get_network_fn(name, num_classes=1000).default_image_size
     if name not in FEATURES_TRACED:
         # Evaluation needs no mutable collection and no rng, and makes no auxiliary logits: the
-        # end points, parameters and MACs of training, as `python -m nets_factory` lists them.
+        # end points and MACs of training, which `python -m nets_factory` lists.
         eval_fn = nets_factory.get_network_fn(name, num_classes=1000, **fields)
-        measured = summary.profile(eval_fn, variables=variables)
-        assert list(measured.end_points.items()) == [
+        images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+        (_, eval_points), eval_macs, order = traced_apply(eval_fn, variables, images)
+        assert [(p, tuple(eval_points[p].shape)) for p in order] == [
             (point, (1, *shape[1:])) for point, shape in end_points.items()
         ]
-        assert (measured.image_size, measured.params, measured.macs) == (size, params, macs)
+        assert eval_macs == macs
         return
 
     # The feature mode (num_classes=0) in evaluation: the same, less the logits layer (its end
@@ -237,21 +261,18 @@ def assert_evaluation_and_features(name, fields, variables, end_points, params, 
     width = end_points["pre_logits"][1]
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, **fields)
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    with summary.counting_macs() as feature_macs:
-        feats, feat_points = jax.eval_shape(feat_fn.apply, variables, images)
+    (feats, feat_points), feature_macs, _ = traced_apply(feat_fn, variables, images)
     head = {"logits", "predictions"}
     assert {p: tuple(s.shape) for p, s in feat_points.items()} == {
         point: (1, *shape[1:]) for point, shape in end_points.items() if point not in head
     }
-    assert feats.shape == (1, width) and sum(feature_macs) == macs - width * 1000
+    assert feats.shape == (1, width) and feature_macs == macs - width * 1000
     if not any(auxiliary((module,)) for module in variables["params"]):
         return
     # ... and in training, where it makes no auxiliary logits either.
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, is_training=True, **fields)
     kw = {"rngs": {"dropout": jax.random.key(1)}, "mutable": ["batch_stats"]}
-    (feats, feat_points), _ = jax.eval_shape(
-        lambda v, x: feat_fn.apply(v, x, **kw), variables, images
-    )
+    ((feats, feat_points), _), _, _ = traced_apply(feat_fn, variables, images, **kw)
     assert feats.shape == (1, width) and not {"logits", "aux_logits"} & feat_points.keys()
 
 

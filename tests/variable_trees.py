@@ -165,7 +165,7 @@ def main(names: list[str]) -> None:
     points = dict(_end_point_lines()) if names and END_POINTS.exists() else {}
     for name in names or ALL_NETWORKS:
         fn = nets_factory.get_network_fn(name, num_classes=1000, is_training=True)
-        variables, points[name], _, _ = traced_init(fn, abstract_images(fn, batch=1))
+        variables, points[name], _, _ = traced_init(fn, abstract_images(fn, batch=1), replay=False)
         sections[name] = tree_lines(variables)
     out = ["Variable trees of every distinct network at 1000 classes; see tests/variable_trees.py"]
     for name in ALL_NETWORKS:

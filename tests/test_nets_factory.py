@@ -498,11 +498,13 @@ def runs_at(fn, size):
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     try:
         # `init` runs the mode's forward (in training with flax's BatchNorm, whose forward ours
-        # repeats exactly): one trace answers both questions.
-        out, _ = jax.eval_shape(
-            lambda x: fn.module.init_with_output(jax.random.key(0), x, train=fn.is_training),
-            images,
-        )
+        # repeats exactly): one trace answers both questions. A repeated block's call on the
+        # same map is the first one's: replayed.
+        with replayed_calls():
+            out, _ = jax.eval_shape(
+                lambda x: fn.module.init_with_output(jax.random.key(0), x, train=fn.is_training),
+                images,
+            )
     except (TypeError, ValueError, ZeroDivisionError):  # what JAX and flax raise on such maps
         return False
     _, end_points = out
@@ -624,7 +626,8 @@ def test_bn_momentum_reaches_every_batch_norm(name):
     # the trace reads fields (tests/helpers.py).
     fewer = {**SHORTER_TWINS.get(name, {}), **XLA_CONVS}
     fn = nets_factory.get_network_fn(name, 10, is_training=True, bn_momentum=0.9, **fewer)
-    with nn.intercept_methods(record):
+    # A BatchNorm of other fields than an earlier one's is traced, not replayed.
+    with replayed_calls(), nn.intercept_methods(record):
         jax.eval_shape(fn.init, jax.random.key(0), abstract_images(fn, batch=1))
     assert momenta and set(momenta) == {0.9}
 

@@ -30,20 +30,35 @@ SMALL = {
     ),
     "num_features": 32,
 }
-PARITY = {"mobilevit_32": "mobilevit_xxs", "mobilevit_resized_40": "mobilevit_s"}
+# MobileViT v2's (`small_v2`): the same stages with Transformers half as wide, no final_conv.
+SMALL_V2 = {
+    **SMALL,
+    "stages": (
+        *SMALL["stages"][:2],
+        *(s._replace(transformer_dim=s.channels // 2) for s in SMALL["stages"][2:4]),
+        SMALL["stages"][4]._replace(transformer_dim=16),  # timm's make_divisible(12)
+    ),
+    "num_features": 0,
+}
+PARITY = {
+    "mobilevit_32": ("mobilevit_xxs", SMALL),
+    "mobilevit_resized_40": ("mobilevit_s", SMALL),
+    "mobilevitv2_resized_40": ("mobilevitv2_050", SMALL_V2),
+}
 
 
 @functools.cache  # read-only: the parity test and the tests of conventions share each load
 def loaded(case):
     """The fixture through `load_pretrained`, on XLA's convolutions (tests/helpers.py)."""
-    folder = FIXTURES / "parity" / case
-    return nets_factory.load_pretrained(PARITY[case], folder, **SMALL, **XLA_CONVS)
+    name, small = PARITY[case]
+    return nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **small, **XLA_CONVS)
 
 
 def logits_of(case, **fields):
     """The fixture's logits from its weights in its network built with `fields` changed."""
+    name, small = PARITY[case]
     variables = published.without_mark(loaded(case)[1])
-    fn = nets_factory.get_network_fn(PARITY[case], 10, **{**SMALL, **XLA_CONVS, **fields})
+    fn = nets_factory.get_network_fn(name, 10, **{**small, **XLA_CONVS, **fields})
     return jax.jit(fn.apply)(variables, expected(case)["images"])[0]
 
 
@@ -53,8 +68,11 @@ def test_logits_are_the_references(case):
     reference = expected(case)
     logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
-    size = reference["images"].shape[1]
-    assert end_points["stage5"].shape[1] == {32: 1, 40: 2}[size]
+    maps = [end_points[f"stage{i}"].shape[1] for i in (3, 4, 5)]
+    # v1's blocks resize their odd maps back; v2's keep them enlarged to whole patches.
+    assert maps == {"mobilevit_32": [4, 2, 1], "mobilevitv2_resized_40": [6, 4, 2]}.get(
+        case, [5, 3, 2]
+    )
     # Inputs in [0, 1], as timm's configs say (files without a config.json of their own).
     assert (network_fn.pretrained.mean, network_fn.pretrained.std) == ((0.0,) * 3, (1.0,) * 3)
 
@@ -102,3 +120,14 @@ def test_unfold_and_fold_are_inverse():
     # Sequence 1 holds pixel (0, 1) of every patch of the first image, in row-major order.
     assert patches[1, :, 0].tolist() == x[0, 0::2, 1::2, 0].reshape(-1).tolist()
     assert (mobilevit.fold(patches, 2, (4, 6)) == x).all()
+
+
+def test_v2_enlarges_as_align_corners_and_its_epsilon_is_the_field(monkeypatch):
+    # MobileViT v2 enlarges its odd maps with corners aligned (v1's half-pixel resize instead:
+    # 0.72 off).
+    reference = expected("mobilevitv2_resized_40")["logits"]
+    with monkeypatch.context() as patch:
+        patch.setattr(mobilevit, "resize_align_corners", mobilevit.resize)
+        assert relative_error(logits_of("mobilevitv2_resized_40"), reference) > 1e-3
+    # Its GroupNorms' epsilon (PyTorch's 1e-5) is the field's: 1e-1 misses by 0.33, 1e-6 by 1.0e-4.
+    assert relative_error(logits_of("mobilevitv2_resized_40", epsilon=1e-1), reference) > 1e-3

@@ -84,6 +84,10 @@ def test_conventions_matter(monkeypatch):
     # tolerance: the field is stated in the architecture so that a contradicting one raises.
     reference = expected("mobilevit_resized_40")["logits"]
     assert relative_error(logits_of("mobilevit_resized_40", padding="SAME"), reference) > 1e-2
+    with pytest.raises(ValueError, match=r"trained with padding='SYMMETRIC'; padding='SAME'"):
+        nets_factory.load_pretrained(
+            "mobilevit_xxs", FIXTURES / "parity" / "mobilevit_32", padding="SAME", **SMALL
+        )
     assert relative_error(logits_of("mobilevit_resized_40", epsilon=1e-1), reference) > 1e-3
 
     # The sequences are the pixels at one position of every patch: sequences of each patch's

@@ -51,6 +51,7 @@ from nets.layers import (
     InvertedResidual,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     drop_path,
     global_avg_pool,
@@ -260,6 +261,7 @@ class MobileViT(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
+    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
     @property
     def min_image_size(self) -> int:
@@ -293,7 +295,7 @@ class MobileViT(nn.Module):
         rates = iter(linear_drop_path_rates(self.drop_path_rate, blocks))
         for i, stage in enumerate(self.stages):
             for j in range(stage.depth):
-                x = InvertedResidual(
+                x = checkpointed(InvertedResidual, self.remat)(
                     stage.channels,
                     stage.expansion,
                     conv,
@@ -306,7 +308,7 @@ class MobileViT(nn.Module):
                     name=f"stages_{i}_{j}",
                 )(x)
             if stage.transformer_dim and self.linear_attention:
-                x = MobileViTV2Block(
+                x = checkpointed(MobileViTV2Block, self.remat, takes_train=True)(
                     stage.transformer_dim,
                     stage.transformer_depth,
                     layer,
@@ -319,7 +321,7 @@ class MobileViT(nn.Module):
                     name=f"stages_{i}_{stage.depth}",
                 )(x, train)
             elif stage.transformer_dim:
-                x = MobileViTBlock(
+                x = checkpointed(MobileViTBlock, self.remat, takes_train=True)(
                     stage.transformer_dim,
                     stage.transformer_depth,
                     layer,

@@ -47,6 +47,7 @@ from nets import (
     mobilenet,
     mobilenet_v1,
     mobilenet_v4,
+    mobilevit,
     nasnet,
     overfeat,
     pnasnet,
@@ -313,6 +314,17 @@ networks_map: dict[str, functools.partial] = {
     "mobilenetv4_conv_large": mobilenet_v4.mobilenetv4_conv_large,
     "mobilenetv4_hybrid_medium": mobilenet_v4.mobilenetv4_hybrid_medium,
     "mobilenetv4_hybrid_large": mobilenet_v4.mobilenetv4_hybrid_large,
+    # MobileViT (Mehta & Rastegari 2022), timm's names.
+    "mobilevit_xxs": mobilevit.mobilevit_xxs,
+    "mobilevit_xs": mobilevit.mobilevit_xs,
+    "mobilevit_s": mobilevit.mobilevit_s,
+    "mobilevitv2_050": mobilevit.mobilevitv2_050,
+    "mobilevitv2_075": mobilevit.mobilevitv2_075,
+    "mobilevitv2_100": mobilevit.mobilevitv2_100,
+    "mobilevitv2_125": mobilevit.mobilevitv2_125,
+    "mobilevitv2_150": mobilevit.mobilevitv2_150,
+    "mobilevitv2_175": mobilevit.mobilevitv2_175,
+    "mobilevitv2_200": mobilevit.mobilevitv2_200,
     # MetaFormer (Yu et al. 2022, 2023): PoolFormer, PoolFormerV2, ConvFormer, CAFormer, timm's
     # names and conventions.
     "poolformer_s12": metaformer.poolformer_s12,

@@ -100,12 +100,13 @@ def quick_gelu(x: jax.Array) -> jax.Array:
 
 
 # 'gelu_tanh': GELU's tanh approximation (timm's `GELUTanh`), which TensorFlow's MaxViT was
-# trained with (`nets.maxvit`).
-Activation = Literal["gelu", "quick_gelu", "gelu_tanh"]
+# trained with (`nets.maxvit`); 'silu' MobileViT's Transformer blocks (`nets.mobilevit`).
+Activation = Literal["gelu", "quick_gelu", "gelu_tanh", "silu"]
 ACTIVATIONS = {
     "gelu": partial(nn.gelu, approximate=False),
     "quick_gelu": quick_gelu,
     "gelu_tanh": partial(nn.gelu, approximate=True),
+    "silu": nn.silu,
 }
 
 

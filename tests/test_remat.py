@@ -17,6 +17,7 @@ import pytest
 
 import nets_factory
 from nets.efficientnet import V2_S
+from nets.mobilevit import Stage
 from tests.helpers import XLA_CONVS, equations
 
 # name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
@@ -61,6 +62,23 @@ TINY = {
         },
         3,
         24,
+    ),
+    # An inverted residual, then a MobileViT stage (its inverted residual and MobileViT block),
+    # and the same in v2's blocks.
+    "mobilevit_xxs": (
+        {
+            "stem_chs": 8,
+            "stages": (Stage(1, 8, 1, 2.0), Stage(1, 16, 2, 2.0, 16, 1)),
+            "num_features": 16,
+            **XLA_CONVS,
+        },
+        3,
+        16,
+    ),
+    "mobilevitv2_050": (
+        {"stem_chs": 8, "stages": (Stage(1, 8, 1, 2.0), Stage(1, 16, 2, 2.0, 8, 1)), **XLA_CONVS},
+        3,
+        16,
     ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import efficientnet, resnet, vit
+from nets import efficientnet, mobilevit, resnet, vit
+from nets.layers import InvertedResidual
 from tests.helpers import numpy_variables
 
 TINY_RESNET = {"stage_sizes": (2, 1, 2), "num_filters": 4}  # resnet20's module: 5 blocks
@@ -46,6 +47,14 @@ def blocks_built(name, blocks, is_training, **kwargs):
         # EfficientNet's rate * i / blocks is unchanged.
         ("resnet20", (resnet.ResNetBlock,), TINY_RESNET, [0.0, 0.1, 0.2, 0.3, 0.4]),
         ("vit_tiny_patch16_224", (vit.Block,), TINY_VIT, [0.0, 0.1, 0.2, 0.3, 0.4]),
+        # timm's ByobNet (MobileViT): the same rule over the inverted residuals and MobileViT
+        # blocks together, 10 in XXS (timm's figures: 0.0444, 0.0889, ... 0.4).
+        (
+            "mobilevit_xxs",
+            (InvertedResidual, mobilevit.MobileViTBlock),
+            {},
+            [0.4 * i / 9 for i in range(10)],
+        ),
     ],
 )
 def test_rates_follow_each_papers_linear_rule(name, blocks, kwargs, expected):

@@ -292,7 +292,8 @@ def test_the_mlp_activation_is_quick_gelu_for_openai_clip_and_named_otherwise():
     y = mlp.apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
     np.testing.assert_allclose(y, x * jax.nn.sigmoid(1.702 * x), rtol=1e-6)
     with pytest.raises(
-        ValueError, match=r"act_layer='swiglu' is not one of \['gelu', 'gelu_tanh', 'quick_gelu'\]"
+        ValueError,
+        match=r"act_layer='swiglu' is not one of \['gelu', 'gelu_tanh', 'quick_gelu', 'silu'\]",
     ):
         vit.Mlp(4, act_layer="swiglu").apply({"params": {"fc1": eye, "fc2": eye}}, x, train=False)
 

@@ -28,6 +28,8 @@ SAME_NAMES = [
     *[f"{p}efficientnetv2_{s}" for p in ("", "tf_") for s in "sml"],
     *[f"mobilenetv4_conv_{s}" for s in ("small", "small_050", "small_035", "medium", "large")],
     *[f"mobilenetv4_hybrid_{s}" for s in ("medium", "large")],
+    *[f"mobilevit_{s}" for s in ("xxs", "xs", "s")],
+    *[f"mobilevitv2_{m}" for m in ("050", "075", "100", "125", "150", "175", "200")],
     *[f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")],
     *[
         f"maxvit_{s}_tf_{r}"

@@ -121,6 +121,18 @@ def merge(windows: jax.Array, window: Window, size: Window) -> jax.Array:
     return x.reshape(-1, h, w, c)
 
 
+def masked(bias: jax.Array, mask: np.ndarray | None, batch: int) -> jax.Array:
+    """The position bias `[heads, N, N]` as the product's bias: `[1, heads, N, N]`, or with the
+    shift's mask `[windows, N, N]` added, `[batch, heads, N, N]` (the mask repeated per image)."""
+    bias = bias[None]
+    if mask is not None:  # [1, heads, N, N] + [windows, 1, N, N], repeated per image
+        windows = mask.shape[0]
+        bias = bias + jnp.asarray(mask)[:, None]
+        bias = jnp.broadcast_to(bias[None], (batch // windows, *bias.shape))
+        bias = bias.reshape(batch, *bias.shape[-3:])
+    return bias
+
+
 class WindowAttention(nn.Module):
     """Multi-head self-attention within each window, with the relative position bias: `qkv`,
     the product (`DotProductAttention`, bias and mask added to its float32 logits), `proj`."""
@@ -144,12 +156,7 @@ class WindowAttention(nn.Module):
         table = self.param(
             "relative_position_bias_table", _INIT, ((2 * wh - 1) * (2 * ww - 1), heads)
         )
-        bias = table[relative_position_index(self.window)].transpose(2, 0, 1)[None]
-        if mask is not None:  # [1, heads, N, N] + [windows, 1, N, N], repeated per image
-            windows = mask.shape[0]
-            bias = bias + jnp.asarray(mask)[:, None]
-            bias = jnp.broadcast_to(bias[None], (batch // windows, *bias.shape))
-            bias = bias.reshape(batch, heads, tokens, tokens)
+        bias = masked(table[relative_position_index(self.window)].transpose(2, 0, 1), mask, batch)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
         qkv = dense(3 * width, name="qkv")(x).reshape(batch, tokens, 3, heads, width // heads)

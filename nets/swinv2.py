@@ -37,13 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from nets.eva import biased_qkv
-from nets.layers import ModuleDef, drop_path
+from nets.layers import DotProductAttention, ModuleDef, drop_path
+from nets.layers.attention import Implementation
 from nets.swin import (
     _INIT,
     LAYER_NORM_EPSILON,
     SwinBlock,
     SwinTransformer,
     Window,
+    masked,
     neighbours,
     relative_position_index,
     shifted_windows,
@@ -68,14 +70,22 @@ def log_spaced_coordinates(window: Window, pretrained: Window = (0, 0)) -> np.nd
     )
 
 
+def unit(t: jax.Array) -> jax.Array:
+    """`t / max(|t|, 1e-12)` over the last axis, in float32: torch's `F.normalize`."""
+    t = t.astype(jnp.float32)
+    return t / jnp.maximum(jnp.linalg.norm(t, axis=-1, keepdims=True), 1e-12)
+
+
 class WindowAttentionV2(nn.Module):
     """Scaled cosine attention within each window, with the continuous position bias: `qkv` with
-    `q_bias` and `v_bias`, `logit_scale`, `cpb_mlp_0` / `cpb_mlp_2`, `proj`."""
+    `q_bias` and `v_bias`, `logit_scale`, `cpb_mlp_0` / `cpb_mlp_2`, the product
+    (`DotProductAttention`, bias and mask added to its float32 logits), `proj`."""
 
     num_heads: int
     window: Window
     pretrained_window: Window = (0, 0)
     dtype: Any = jnp.float32
+    attention: Implementation = "auto"
 
     @nn.compact
     def __call__(self, x: jax.Array, mask: np.ndarray | None) -> jax.Array:
@@ -90,27 +100,21 @@ class WindowAttentionV2(nn.Module):
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         q, k, v = biased_qkv(self, x, (heads, width // heads), dense)
 
-        def unit(t):  # torch's F.normalize: t / max(|t|, 1e-12), in float32
-            t = t.astype(jnp.float32)
-            return t / jnp.maximum(jnp.linalg.norm(t, axis=-1, keepdims=True), 1e-12)
-
         logit_scale = self.param(
             "logit_scale", nn.initializers.constant(math.log(10.0)), (heads, 1, 1)
         )
-        logits = jnp.einsum("bqhd,bkhd->bhqk", unit(q), unit(k))
-        logits = logits * jnp.exp(jnp.minimum(logit_scale, MAX_LOGIT_SCALE))
+        # Cosine similarity times exp(min(logit_scale, log 100)), the scale carried by the
+        # normalised queries (times sqrt(head_dim), which the product divides by again).
+        scale = jnp.exp(jnp.minimum(logit_scale[:, 0, 0], MAX_LOGIT_SCALE)) * math.sqrt(q.shape[-1])
+        q = (unit(q) * scale[:, None]).astype(self.dtype)
 
         coords = jnp.asarray(log_spaced_coordinates(self.window, self.pretrained_window))
         table = nn.relu(nn.Dense(CPB_HIDDEN, kernel_init=_INIT, name="cpb_mlp_0")(coords))
         table = nn.Dense(heads, use_bias=False, kernel_init=_INIT, name="cpb_mlp_2")(table)
         bias = table.reshape(-1, heads)[relative_position_index(self.window)]  # [N, N, heads]
-        logits = logits + 16.0 * jax.nn.sigmoid(bias.transpose(2, 0, 1))
-        if mask is not None:  # per image: [b, windows, heads, N, N] + [windows, 1, N, N]
-            windows = mask.shape[0]
-            logits = logits.reshape(-1, windows, heads, tokens, tokens) + jnp.asarray(mask)[:, None]
-            logits = logits.reshape(batch, heads, tokens, tokens)
-        weights = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
-        x = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, tokens, width)
+        bias = masked(16.0 * jax.nn.sigmoid(bias.transpose(2, 0, 1)), mask, batch)
+        product = DotProductAttention(self.attention, name="product")
+        x = product(q, unit(k).astype(self.dtype), v, bias).reshape(batch, tokens, width)
         return dense(width, name="proj")(x)
 
 
@@ -129,7 +133,12 @@ class SwinV2Block(SwinBlock):
             scale_init=nn.initializers.zeros,
         )
         attn = WindowAttentionV2(
-            self.num_heads, self.window, self.pretrained_window, self.dtype, name="attn"
+            self.num_heads,
+            self.window,
+            self.pretrained_window,
+            self.dtype,
+            self.attention,
+            name="attn",
         )
         y = norm(name="norm1")(shifted_windows(x, self.window, self.shift, attn))
         x = x + drop_path(self, y, self.drop_path_rate, train)

@@ -7,8 +7,8 @@ shrink their windows to their maps). `swinv2` runs at those 48 px; `swinv2_from_
 `pretrained_window_sizes=(3, 3, 2, 1)` (each stage's coordinates scaled by another window, as the
 fine-tunes to larger windows) and timm's `dynamic_img_size=True`, at 56 px, whose maps (14, 7,
 4, 2) are not window multiples (the odd 7 padded before merging). Besides tools/parity.py's
-perturbation, the weights are drawn so that each of V2's conventions shows in the logits: `q_bias` and `v_bias` ~N(0, 0.1) (timm
-starts them at zero), `logit_scale` ~U(1, 6) (some above the clamp at log(100) = 4.6), and the
+perturbation, the weights are drawn so that each of V2's conventions shows in the logits:
+`q_bias` and `v_bias` ~N(0, 0.1) (timm starts them at zero), `logit_scale` ~U(1, 6) (some above the clamp at log(100) = 4.6), and the
 position bias MLP ~N(0, 1) and ~N(0, 0.2) (at ~0.02 its bias would be a near-constant 8).
 """
 

@@ -8,8 +8,9 @@ shrink their windows to their maps). `swinv2` runs at those 48 px; `swinv2_from_
 fine-tunes to larger windows) and timm's `dynamic_img_size=True`, at 56 px, whose maps (14, 7,
 4, 2) are not window multiples (the odd 7 padded before merging). Besides tools/parity.py's
 perturbation, the weights are drawn so that each of V2's conventions shows in the logits:
-`q_bias` and `v_bias` ~N(0, 0.1) (timm starts them at zero), `logit_scale` ~U(1, 6) (some above the clamp at log(100) = 4.6), and the
-position bias MLP ~N(0, 1) and ~N(0, 0.2) (at ~0.02 its bias would be a near-constant 8).
+`q_bias` and `v_bias` ~N(0, 0.1) (timm starts them at zero), `logit_scale` ~U(2, 8) (some above
+the clamp at log(100) = 4.6), and the position bias MLP ~N(0, 1) and ~N(0, 0.05) (at ~0.02 its
+bias would be a near-constant 8; larger, its sigmoid would saturate).
 """
 
 import torch
@@ -23,7 +24,7 @@ SMALL = {
     "num_heads": (1, 2, 2, 4),
     "window_size": 4,
 }
-STDS = {"cpb_mlp.0.weight": 1.0, "cpb_mlp.2.weight": 0.2, "q_bias": 0.1, "v_bias": 0.1}
+STDS = {"cpb_mlp.0.weight": 1.0, "cpb_mlp.2.weight": 0.05, "q_bias": 0.1, "v_bias": 0.1}
 
 
 def small(**kwargs) -> torch.nn.Module:
@@ -31,7 +32,7 @@ def small(**kwargs) -> torch.nn.Module:
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if name.endswith("logit_scale"):
-                tensor.uniform_(1.0, 6.0)
+                tensor.uniform_(2.0, 8.0)
             for suffix, std in STDS.items():
                 if name.endswith(suffix):
                     tensor.normal_(0.0, std)

@@ -70,6 +70,16 @@ def log_spaced_coordinates(window: Window, pretrained: Window = (0, 0)) -> np.nd
     )
 
 
+class ImageFreeDense(nn.Dense):
+    """A dense layer over constants (the window's coordinates): its work is the weights' alone,
+    once per network call whatever the batch, so it is no per-image MAC (`nets_summary`)."""
+
+    @staticmethod
+    def macs(*args, **kwargs) -> int:
+        del args, kwargs
+        return 0
+
+
 def unit(t: jax.Array) -> jax.Array:
     """`t / max(|t|, 1e-12)` over the last axis, in float32: torch's `F.normalize`."""
     t = t.astype(jnp.float32)
@@ -109,8 +119,8 @@ class WindowAttentionV2(nn.Module):
         q = (unit(q) * scale[:, None]).astype(self.dtype)
 
         coords = jnp.asarray(log_spaced_coordinates(self.window, self.pretrained_window))
-        table = nn.relu(nn.Dense(CPB_HIDDEN, kernel_init=_INIT, name="cpb_mlp_0")(coords))
-        table = nn.Dense(heads, use_bias=False, kernel_init=_INIT, name="cpb_mlp_2")(table)
+        table = nn.relu(ImageFreeDense(CPB_HIDDEN, kernel_init=_INIT, name="cpb_mlp_0")(coords))
+        table = ImageFreeDense(heads, use_bias=False, kernel_init=_INIT, name="cpb_mlp_2")(table)
         bias = table.reshape(-1, heads)[relative_position_index(self.window)]  # [N, N, heads]
         bias = masked(16.0 * jax.nn.sigmoid(bias.transpose(2, 0, 1)), mask, batch)
         product = DotProductAttention(self.attention, name="product")

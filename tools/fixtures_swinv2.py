@@ -50,7 +50,8 @@ CASES = {
     ),
 }
 
-# Full-size networks whose state-dict index (keys and shapes) the tests convert.
+# Full-size networks whose state-dict index (keys and shapes) the tests convert, at 1000 classes
+# (timm's default for the 192-px ImageNet-22k networks is 21,841).
 NAMES = [
     "swinv2_tiny_window8_256",
     "swinv2_base_window12_192",
@@ -60,4 +61,4 @@ NAMES = [
 if __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size, calibration_size=size)
-    write_index("swinv2", NAMES)
+    write_index("swinv2", NAMES, lambda name: timm.create_model(name, num_classes=1000))

@@ -33,7 +33,11 @@ SAME_NAMES = [
     *[f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")],
     *[f"swinv2_{s}_window{w}_256" for s in ("tiny", "small", "base") for w in (8, 16)],
     *[f"swinv2_{s}_window12_192" for s in ("base", "large")],
-    *[f"swinv2_{s}_window12to{w}" for s in ("base", "large") for w in ("16_192to256", "24_192to384")],
+    *[
+        f"swinv2_{s}_window12to{w}"
+        for s in ("base", "large")
+        for w in ("16_192to256", "24_192to384")
+    ],
     *[
         f"maxvit_{s}_tf_{r}"
         for s in ("tiny", "small", "base", "large", "xlarge")

@@ -22,6 +22,8 @@ set for `img_size`, timm's `dynamic_img_size=True` padding at other sizes):
   timm's `no_weight_decay()` leaves out with `logit_scale`.
 - `relative_coords_table` and `relative_position_index` are numpy constants of the window, never
   read from files.
+- MACs (`nets_summary`) leave out the position bias MLP, which runs on constants once per call
+  whatever the batch (`ImageFreeDense`): torch's `FlopCounterMode` less 18,662,400 for T window 8.
 
 End points as Swin's: `stem`, `stage1`..`stage4` (NHWC), `pre_logits`, `logits`, `predictions`.
 """

@@ -54,6 +54,7 @@ from nets import (
     regnet,
     resnet,
     swin,
+    swinv2,
     vgg,
     vit,
 )
@@ -272,6 +273,19 @@ networks_map: dict[str, functools.partial] = {
     "swin_t": swin.swin_tiny_patch4_window7_224,
     "swin_s": swin.swin_small_patch4_window7_224,
     "swin_b": swin.swin_base_patch4_window7_224,
+    # Swin Transformer V2 (Liu et al. 2022): post-norm, cosine attention, continuous bias.
+    "swinv2_tiny_window8_256": swinv2.swinv2_tiny_window8_256,
+    "swinv2_tiny_window16_256": swinv2.swinv2_tiny_window16_256,
+    "swinv2_small_window8_256": swinv2.swinv2_small_window8_256,
+    "swinv2_small_window16_256": swinv2.swinv2_small_window16_256,
+    "swinv2_base_window8_256": swinv2.swinv2_base_window8_256,
+    "swinv2_base_window16_256": swinv2.swinv2_base_window16_256,
+    "swinv2_base_window12_192": swinv2.swinv2_base_window12_192,
+    "swinv2_large_window12_192": swinv2.swinv2_large_window12_192,
+    "swinv2_base_window12to16_192to256": swinv2.swinv2_base_window12to16_192to256,
+    "swinv2_base_window12to24_192to384": swinv2.swinv2_base_window12to24_192to384,
+    "swinv2_large_window12to16_192to256": swinv2.swinv2_large_window12to16_192to256,
+    "swinv2_large_window12to24_192to384": swinv2.swinv2_large_window12to24_192to384,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

@@ -4,8 +4,10 @@ MACs are counted here, not by XLA: every module that owns a `kernel` (convolutio
 adds `output elements * prod(kernel.shape[:-1])` multiply-accumulates for one image, which is
 exact for dense, grouped and depthwise convolutions alike; a module without parameters whose
 products count (`nets.layers.DotProductAttention`: `q k^T` and `attention v`) declares them with
-a static `macs(*args)` of its call's arguments. Pooling, normalisation, softmax and activations
-are not counted (the convention of the published GMAC tables: fvcore's, which timm's use).
+a static `macs(*args)` of its call's arguments, which a layer with a kernel that never sees the
+images declares too (Swin V2's position bias MLP over constant coordinates: 0). Pooling,
+normalisation, softmax and activations are not counted (the convention of the published GMAC
+tables: fvcore's, which timm's use).
 
 Tracing every network takes minutes, so the listing reads their figures at 1000 classes and
 the default size from `nets/sizes.tsv`, which the registry tests compare with a live trace of
@@ -79,10 +81,10 @@ def counting_macs(
         if context.method_name != "__call__" or exclude(context.module.path):
             return out
         params = context.module.variables.get("params", {})
-        if "kernel" in params:
-            macs.append(out.size * math.prod(params["kernel"].shape[:-1]))
-        elif callable(declared := getattr(type(context.module), "macs", None)):
+        if callable(declared := getattr(type(context.module), "macs", None)):
             macs.append(declared(*args, **kwargs))
+        elif "kernel" in params:
+            macs.append(out.size * math.prod(params["kernel"].shape[:-1]))
         return out
 
     with nn.intercept_methods(record):

@@ -121,6 +121,18 @@ def merge(windows: jax.Array, window: Window, size: Window) -> jax.Array:
     return x.reshape(-1, h, w, c)
 
 
+def masked(bias: jax.Array, mask: np.ndarray | None, batch: int) -> jax.Array:
+    """The position bias `[heads, N, N]` as the product's bias: `[1, heads, N, N]`, or with the
+    shift's mask `[windows, N, N]` added, `[batch, heads, N, N]` (the mask repeated per image)."""
+    bias = bias[None]
+    if mask is not None:  # [1, heads, N, N] + [windows, 1, N, N], repeated per image
+        windows = mask.shape[0]
+        bias = bias + jnp.asarray(mask)[:, None]
+        bias = jnp.broadcast_to(bias[None], (batch // windows, *bias.shape))
+        bias = bias.reshape(batch, *bias.shape[-3:])
+    return bias
+
+
 class WindowAttention(nn.Module):
     """Multi-head self-attention within each window, with the relative position bias: `qkv`,
     the product (`DotProductAttention`, bias and mask added to its float32 logits), `proj`."""
@@ -144,12 +156,7 @@ class WindowAttention(nn.Module):
         table = self.param(
             "relative_position_bias_table", _INIT, ((2 * wh - 1) * (2 * ww - 1), heads)
         )
-        bias = table[relative_position_index(self.window)].transpose(2, 0, 1)[None]
-        if mask is not None:  # [1, heads, N, N] + [windows, 1, N, N], repeated per image
-            windows = mask.shape[0]
-            bias = bias + jnp.asarray(mask)[:, None]
-            bias = jnp.broadcast_to(bias[None], (batch // windows, *bias.shape))
-            bias = bias.reshape(batch, heads, tokens, tokens)
+        bias = masked(table[relative_position_index(self.window)].transpose(2, 0, 1), mask, batch)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
         qkv = dense(3 * width, name="qkv")(x).reshape(batch, tokens, 3, heads, width // heads)
@@ -174,21 +181,38 @@ class SwinBlock(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
-        _, height, width, channels = x.shape
-        (wh, ww), (sh, sw) = self.window, self.shift
-        y = norm(name="norm1")(x)
-        if sh or sw:
-            y = jnp.roll(y, (-sh, -sw), axis=(1, 2))
-        padded = (math.ceil(height / wh) * wh, math.ceil(width / ww) * ww)
-        y = jnp.pad(y, ((0, 0), (0, padded[0] - height), (0, padded[1] - width), (0, 0)))
-        mask = shift_mask(padded, self.window, self.shift) if sh or sw else None
         attn = WindowAttention(self.num_heads, self.window, self.dtype, self.attention, name="attn")
-        y = merge(attn(partition(y, self.window), mask), self.window, padded)[:, :height, :width]
-        if sh or sw:
-            y = jnp.roll(y, (sh, sw), axis=(1, 2))
+        y = shifted_windows(norm(name="norm1")(x), self.window, self.shift, attn)
         x = x + drop_path(self, y, self.drop_path_rate, train)
-        mlp = Mlp(int(channels * self.mlp_ratio), dtype=self.dtype, name="mlp")
+        mlp = Mlp(int(x.shape[-1] * self.mlp_ratio), dtype=self.dtype, name="mlp")
         return x + drop_path(self, mlp(norm(name="norm2")(x), train), self.drop_path_rate, train)
+
+
+def shifted_windows(x: jax.Array, window: Window, shift: Window, attend) -> jax.Array:
+    """`attend(windows, mask)` over the windows of an NHWC map: rolled by `-shift`, padded at the
+    bottom and right to window multiples (after the roll, as timm), partitioned, attended with
+    the shift's mask (None without shift), merged, cropped and rolled back."""
+    _, height, width, _ = x.shape
+    (wh, ww), (sh, sw) = window, shift
+    if sh or sw:
+        x = jnp.roll(x, (-sh, -sw), axis=(1, 2))
+    padded = (math.ceil(height / wh) * wh, math.ceil(width / ww) * ww)
+    x = jnp.pad(x, ((0, 0), (0, padded[0] - height), (0, padded[1] - width), (0, 0)))
+    mask = shift_mask(padded, window, shift) if sh or sw else None
+    x = merge(attend(partition(x, window), mask), window, padded)[:, :height, :width]
+    if sh or sw:
+        x = jnp.roll(x, (sh, sw), axis=(1, 2))
+    return x
+
+
+def neighbours(x: jax.Array) -> jax.Array:
+    """`[b, h, w, c]` -> `[b, ceil(h / 2), ceil(w / 2), 4c]`: each 2x2 neighbourhood concatenated
+    in timm's order ((h, w) = (0, 0), (1, 0), (0, 1), (1, 1)), odd maps padded with zeros at the
+    bottom and right first."""
+    b, h, w, c = x.shape
+    x = jnp.pad(x, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)))
+    h, w = (h + 1) // 2, (w + 1) // 2
+    return x.reshape(b, h, 2, w, 2, c).transpose(0, 1, 3, 4, 2, 5).reshape(b, h, w, 4 * c)
 
 
 class PatchMerging(nn.Module):
@@ -202,11 +226,7 @@ class PatchMerging(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        b, h, w, c = x.shape
-        x = jnp.pad(x, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)))
-        h, w = (h + 1) // 2, (w + 1) // 2
-        x = x.reshape(b, h, 2, w, 2, c).transpose(0, 1, 3, 4, 2, 5).reshape(b, h, w, 4 * c)
-        x = nn.LayerNorm(epsilon=self.epsilon, dtype=self.dtype, name="norm")(x)
+        x = nn.LayerNorm(epsilon=self.epsilon, dtype=self.dtype, name="norm")(neighbours(x))
         return nn.Dense(
             self.features, use_bias=False, dtype=self.dtype, kernel_init=_INIT, name="reduction"
         )(x)
@@ -228,12 +248,14 @@ class SwinStage(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     remat: bool = False
+    block: ModuleDef = SwinBlock  # Swin V2's blocks and merging are others (nets.swinv2)
+    merging: ModuleDef = PatchMerging
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.downsample:
-            x = PatchMerging(self.features, self.epsilon, self.dtype, name="downsample")(x)
-        block = checkpointed(SwinBlock, self.remat, takes_train=True)
+            x = self.merging(self.features, self.epsilon, self.dtype, name="downsample")(x)
+        block = checkpointed(self.block, self.remat, takes_train=True)
         for j in range(self.depth):
             x = block(
                 self.num_heads,
@@ -318,6 +340,11 @@ class SwinTransformer(nn.Module):
             return 1 + stage_block_index(self.depths, path)
         return sum(self.depths) + (path[0] != "norm")
 
+    def stage_parts(self, stage: int) -> dict[str, ModuleDef]:
+        """Stage `stage`'s `block` and `merging` modules where they are not V1's (nets.swinv2)."""
+        del stage
+        return {}
+
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         self._check()
@@ -345,6 +372,7 @@ class SwinTransformer(nn.Module):
                 attention=self.attention,
                 remat=self.remat,
                 name=f"layers_{i}",
+                **self.stage_parts(i),
             )(x, train)
 
         x = global_avg_pool(norm(name="norm")(x))

@@ -32,6 +32,7 @@ from nets_weights import (
     resnet,
     resnet_v2,
     swin,
+    swinv2,
     vgg,
     vit,
 )
@@ -83,6 +84,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **beit.ARCHITECTURES,
     **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
+    **swinv2.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

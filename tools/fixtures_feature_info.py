@@ -31,6 +31,13 @@ SAME_NAMES = [
     *[f"mobilevit_{s}" for s in ("xxs", "xs", "s")],
     *[f"mobilevitv2_{m}" for m in ("050", "075", "100", "125", "150", "175", "200")],
     *[f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")],
+    *[f"swinv2_{s}_window{w}_256" for s in ("tiny", "small", "base") for w in (8, 16)],
+    *[f"swinv2_{s}_window12_192" for s in ("base", "large")],
+    *[
+        f"swinv2_{s}_window12to{w}"
+        for s in ("base", "large")
+        for w in ("16_192to256", "24_192to384")
+    ],
     *[
         f"maxvit_{s}_tf_{r}"
         for s in ("tiny", "small", "base", "large", "xlarge")

@@ -184,15 +184,12 @@ class SwinTransformerV2(SwinTransformer):
     mlp/fc1,mlp/fc2,norm2}`, `norm`, `head`.
     """
 
-    img_size: int = 256  # timm's ImageNet-1k configurations
+    # The weights' evaluation size (192, 256 or 384), the registry's `img_size` as well.
+    default_image_size: int = 256
+    img_size: int = 256  # the windows and shifts are set for it (timm's ImageNet-1k configurations)
 
     window_size: int = 8
     pretrained_window_sizes: Sequence[int] = (0, 0, 0, 0)
-
-    @property
-    def default_image_size(self) -> int:
-        """The size the windows are set for, the weights' evaluation size (192, 256 or 384)."""
-        return self.img_size
 
     def stage_parts(self, stage: int) -> dict[str, ModuleDef]:
         pretrained = self.pretrained_window_sizes[stage]
@@ -220,6 +217,7 @@ def _config(embed_dim: int, depths, num_heads, window: int, img_size: int, pretr
         num_heads=num_heads,
         window_size=window,
         img_size=img_size,
+        default_image_size=img_size,
         **kwargs,
     )
 

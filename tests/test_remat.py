@@ -37,6 +37,20 @@ TINY = {
         3,
         32,
     ),
+    # V2's blocks: cosine attention, the position bias MLP, post-norms.
+    "swinv2_tiny_window8_256": (
+        {
+            "img_size": 32,
+            "default_image_size": 32,
+            "embed_dim": 8,
+            "depths": (2, 1),
+            "num_heads": (1, 2),
+            "window_size": 4,
+            "pretrained_window_sizes": (0, 0),
+        },
+        3,
+        32,
+    ),
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
     "eva02_base_patch14_224": (
         {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 3, "num_heads": 2},

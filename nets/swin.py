@@ -133,6 +133,17 @@ def masked(bias: jax.Array, mask: np.ndarray | None, batch: int) -> jax.Array:
     return bias
 
 
+def stage_heads(width: int, num_heads: int) -> tuple[int, int]:
+    """`(num_heads, head_dim)` of a stage's window attention (V1's and V2's); one line when the
+    stage's width does not split."""
+    if width % num_heads:
+        raise ValueError(
+            f"width {width} does not split into {num_heads} heads: each stage's width "
+            "(embed_dim * 2**i) must be a multiple of its num_heads"
+        )
+    return num_heads, width // num_heads
+
+
 class WindowAttention(nn.Module):
     """Multi-head self-attention within each window, with the relative position bias: `qkv`,
     the product (`DotProductAttention`, bias and mask added to its float32 logits), `proj`."""
@@ -146,12 +157,7 @@ class WindowAttention(nn.Module):
     def __call__(self, x: jax.Array, mask: np.ndarray | None) -> jax.Array:
         """`x`: `[b * windows, N, C]`; `mask`: `[windows, N, N]` or None."""
         batch, tokens, width = x.shape
-        heads = self.num_heads
-        if width % heads:
-            raise ValueError(
-                f"width {width} does not split into {heads} heads: each stage's width "
-                "(embed_dim * 2**i) must be a multiple of its num_heads"
-            )
+        heads, head_dim = stage_heads(width, self.num_heads)
         wh, ww = self.window
         table = self.param(
             "relative_position_bias_table", _INIT, ((2 * wh - 1) * (2 * ww - 1), heads)
@@ -159,7 +165,7 @@ class WindowAttention(nn.Module):
         bias = masked(table[relative_position_index(self.window)].transpose(2, 0, 1), mask, batch)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
-        qkv = dense(3 * width, name="qkv")(x).reshape(batch, tokens, 3, heads, width // heads)
+        qkv = dense(3 * width, name="qkv")(x).reshape(batch, tokens, 3, heads, head_dim)
         product = DotProductAttention(self.attention, name="product")
         x = product(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], bias)
         return dense(width, name="proj")(x.reshape(batch, tokens, width))

@@ -51,6 +51,7 @@ from nets.swin import (
     neighbours,
     relative_position_index,
     shifted_windows,
+    stage_heads,
 )
 from nets.vit import Mlp
 
@@ -103,14 +104,9 @@ class WindowAttentionV2(nn.Module):
     def __call__(self, x: jax.Array, mask: np.ndarray | None) -> jax.Array:
         """`x`: `[b * windows, N, C]`; `mask`: `[windows, N, N]` or None."""
         batch, tokens, width = x.shape
-        heads = self.num_heads
-        if width % heads:
-            raise ValueError(
-                f"width {width} does not split into {heads} heads: each stage's width "
-                "(embed_dim * 2**i) must be a multiple of its num_heads"
-            )
+        heads, head_dim = stage_heads(width, self.num_heads)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
-        q, k, v = biased_qkv(self, x, (heads, width // heads), dense)
+        q, k, v = biased_qkv(self, x, (heads, head_dim), dense)
 
         logit_scale = self.param(
             "logit_scale", nn.initializers.constant(math.log(10.0)), (heads, 1, 1)

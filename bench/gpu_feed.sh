@@ -16,7 +16,9 @@ export PYTHONUNBUFFERED=1
 MODEL=${MODEL:-resnet50} BATCH=${BATCH:-256} SIZE=${SIZE:-224} DTYPE=${DTYPE:-bfloat16}
 STEPS=${STEPS:-300} IMAGES=${IMAGES:-2048} PHOTOS=${PHOTOS:-/tmp/gpu_feed_photos} PARTS=${PARTS:-123}
 run=(--set model.name="$MODEL" --set model.dtype="$DTYPE" --set data.batch_size="$BATCH")
-quiet() { tr '\r' '\n' | grep -v -e 'step/s' -e 's/step' | grep -v '^ *$' || true; }
+quiet() {  # line by line, unbuffered: a part stopped at its time limit keeps its lines
+    sed -u 's/\r/\n/g' | grep --line-buffered -v -e 'step/s' -e 's/step' -e '^ *$' || true
+}
 
 echo "== $(nproc) CPUs; $(python3 -c 'import jax; print(jax.devices()[0].device_kind, jax.__version__)')"
 if [[ $PARTS == *1* ]]; then

@@ -377,6 +377,30 @@ def test_the_fused_kernel_taking_the_queries_is_said_once(monkeypatch, caplog):
     assert caplog.records[-1].levelno == logging.INFO
 
 
+def test_auto_attention_with_a_bias_is_xlas_and_says_so(monkeypatch, caplog):
+    """With a bias (Swin's, BEiT's, MaxViT's) cuDNN's kernel was slower than XLA's on an H200
+    (Swin-T's windows: 0.15x), so 'auto' takes XLA's there; 'cudnn' still forces the kernel."""
+    monkeypatch.setattr(attention, "fused_kernel_applies", lambda dtype: True)  # as on a GPU
+    monkeypatch.setattr(attention, "_said", set())
+    asked = []
+    xla = functools.partial(fused_attention, implementation="xla")  # cuDNN's stand-in
+    monkeypatch.setattr(attention, "fused_attention", lambda *a: asked.append(a) or xla(*a))
+    caplog.set_level(logging.INFO)
+    q, bias = jax.random.normal(jax.random.key(0), (2, 1, 5, 2, 8), jnp.bfloat16)
+    bias = bias.reshape(1, 2, 5, 8)[..., :5]
+    for _ in range(2):
+        out = DotProductAttention().apply({}, q, q, q, bias)
+    np.testing.assert_array_equal(out, DotProductAttention("xla").apply({}, q, q, q, bias))
+    said = [r.getMessage() for r in caplog.records if "DotProductAttention" in r.getMessage()]
+    assert said == [
+        "DotProductAttention: XLA's attention for (1, 5, 2, 8) bfloat16 queries with a bias "
+        "(cuDNN's kernel is slower with one)"
+    ]
+    assert not asked
+    DotProductAttention("cudnn").apply({}, q, q, q, bias)
+    assert len(asked) == 1
+
+
 def test_bad_configurations_are_one_line():
     x = jnp.ones((1, 32, 32, 3))
     with pytest.raises(ValueError, match=r"^embed_dim 32 does not split into 3 heads: embed_dim"):

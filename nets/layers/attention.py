@@ -2,10 +2,14 @@
 
 `DotProductAttention` runs `jax.nn.dot_product_attention`. JAX's default implementation is
 XLA's on every backend, so `implementation='auto'` asks for cuDNN's fused kernel on GPUs when
-the inputs are bfloat16 or float16 (odd lengths padded to an even one, which the kernel takes in
-training: `fused_attention`), and falls back to XLA's, with a warning once, when cuDNN refuses
-the shapes (JAX checks them while tracing; cuDNN's taking them is said once at info level);
-elsewhere XLA's; `'xla'` and `'cudnn'` force one.
+the inputs are bfloat16 or float16 and no bias is added (odd lengths padded to an even one, which
+the kernel takes in training: `fused_attention`), and falls back to XLA's, with a warning once,
+when cuDNN refuses the shapes (JAX checks them while tracing; cuDNN's taking them is said once at
+info level); elsewhere XLA's; `'xla'` and `'cudnn'` force one. With a bias `'auto'` takes XLA's
+(said once at info level): on an H200, forward and backward in bfloat16, cuDNN's kernel ran
+ViT-S/16's attention 1.9x faster than XLA's but Swin-T's 49-token windows, whose bias has a
+gradient, at 0.15x (the bias shared by the windows) and 0.70x (the shifted windows' mask added
+to it; `bench/attention_speed.py`).
 Either keeps the softmax statistics in float32 under bfloat16: XLA's implementation accumulates
 `q k^T` in float32 and takes the softmax there, the fused kernel keeps its running maxima and sums
 in float32. (Only the XLA path is exercised by the tests, which run on CPU: the padding is, on
@@ -100,9 +104,14 @@ class DotProductAttention(nn.Module):
                 "DotProductAttention.implementation must be 'auto', 'xla' or 'cudnn', "
                 f"got {self.implementation!r}"
             )
-        if self.implementation == "cudnn" or (
-            self.implementation == "auto" and fused_kernel_applies(query.dtype)
-        ):
+        auto_fused = self.implementation == "auto" and fused_kernel_applies(query.dtype)
+        if auto_fused and bias is not None:
+            say_once(
+                f"DotProductAttention: XLA's attention for {query.shape} {query.dtype} queries "
+                "with a bias (cuDNN's kernel is slower with one)",
+                logging.INFO,
+            )
+        elif self.implementation == "cudnn" or auto_fused:
             half = None if bias is None else bias.astype(query.dtype)
             try:
                 out = fused_attention(query, key, value, half)

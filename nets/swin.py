@@ -63,7 +63,7 @@ from nets.layers import (
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.layer_depth import stage_block_index
-from nets.vit import Mlp
+from nets.vit import Mlp, head_shape
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which timm's and torchvision's Swin use
 MASKED = -100.0  # the shifted windows' mask value in the paper's code, timm and torchvision
@@ -136,12 +136,8 @@ def masked(bias: jax.Array, mask: np.ndarray | None, batch: int) -> jax.Array:
 def stage_heads(width: int, num_heads: int) -> tuple[int, int]:
     """`(num_heads, head_dim)` of a stage's window attention (V1's and V2's); one line when the
     stage's width does not split."""
-    if width % num_heads:
-        raise ValueError(
-            f"width {width} does not split into {num_heads} heads: each stage's width "
-            "(embed_dim * 2**i) must be a multiple of its num_heads"
-        )
-    return num_heads, width // num_heads
+    rule = "each stage's width (embed_dim * 2**i) must be a multiple of its num_heads"
+    return head_shape(width, num_heads, "width", rule)
 
 
 class WindowAttention(nn.Module):

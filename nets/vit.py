@@ -59,14 +59,16 @@ LAYER_NORM_EPSILON = 1e-6  # timm's ViT and DeiT, and the original JAX ViT
 _dense_init = nn.initializers.truncated_normal(0.02)  # timm's init of every Linear
 
 
-def head_shape(width: int, num_heads: int) -> tuple[int, int]:
-    """`(num_heads, head_dim)` of a `width`-wide multi-head attention (ViT's, EVA-02's, BEiT's);
-    one line when `width` does not split."""
+def head_shape(
+    width: int,
+    num_heads: int,
+    field: str = "embed_dim",
+    rule: str = "embed_dim must be a multiple of num_heads",
+) -> tuple[int, int]:
+    """`(num_heads, head_dim)` of a `width`-wide multi-head attention (ViT's, EVA-02's, BEiT's;
+    Swin's stages name their `field` and `rule`); one line when `width` does not split."""
     if width % num_heads:
-        raise ValueError(
-            f"embed_dim {width} does not split into {num_heads} heads: "
-            "embed_dim must be a multiple of num_heads"
-        )
+        raise ValueError(f"{field} {width} does not split into {num_heads} heads: {rule}")
     return num_heads, width // num_heads
 
 

@@ -10,8 +10,8 @@
 # a. ResNet-50's step at BATCHES (issue 32, item 3), with its compile time
 # b. train.py's start-up and loop against its step from a cold cache (issue 30, items 1-2):
 #    gpu_feed.sh's part 1
-# c. XLA flags worth an A/B (issue 32, item 2; issue 30, item 2): ResNet-50 with XLA's
-#    autotuning off (compile time against step time), ViT-S/16 with cuDNN's LayerNorm
+# c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with XLA's
+#    attention and cuDNN's, ResNet-50 with XLA's autotuning off, ViT-S/16 with cuDNN's LayerNorm
 # d. where ResNet-50's step spends its time: jax.profiler, by kind (item 2)
 # e. attention, XLA's against 'auto' (item 1): ViT's padded fused kernel, Swin's windows with a
 #    bias (XLA's under 'auto' since 2026-11-27's figures)
@@ -59,7 +59,12 @@ ours() {  # ours NETWORK BATCH: gpu_table.py's figure for our step alone, as one
 }
 resnet50_batches() { for b in $BATCHES; do echo "batch $b: $(ours resnet50 $b)"; done; }
 xla_flags() {  # each line: the flags, then our step's img/s and compile seconds
-    local flags
+    local flags attention
+    for attention in xla auto; do  # does cuDNN's attention cost the compile's minute?
+        echo "vit_small_patch16_224, attention=$attention:"
+        python3 bench/train_step.py vit_small_patch16_224 --batch $BATCH --dtype bfloat16 \
+            --attention $attention --steps 10 2>&1 | grep -E "compile|Error"
+    done
     for flags in --xla_gpu_autotune_level=0; do
         echo "resnet50, XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours resnet50 $BATCH)"
     done
@@ -77,7 +82,7 @@ echo "== $(nproc) CPUs; $(nvidia-smi --query-gpu=name,driver_version --format=cs
 python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())'
 part a 200 "ResNet-50 at batch $BATCHES" "cached resnet50_batches"
 part b 200 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"
-part c 220 "XLA flags: autotuning off, cuDNN's LayerNorm" xla_flags  # cold: no cache
+part c 300 "compiles: attention, autotuning, cuDNN's LayerNorm" xla_flags  # cold: no cache
 part d 150 "the profile of ResNet-50's step" \
     "cached python3 bench/step_profile.py resnet50 --batch $BATCH --dtype bfloat16 --top 15"
 part e 60 "attention: XLA's against 'auto'" "cached python3 bench/attention_speed.py --images $IMAGES"

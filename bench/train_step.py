@@ -116,14 +116,18 @@ def build_timers(
     conv: str,
     direct=False,
     augment=False,
+    **network_kwargs: Any,
 ) -> tuple[dict[str, Timer], int]:
     """The compiled steps to compare, by label, and the image size they run at.
 
     `conv`: 'ours' (the zoo's `nets.layers.Conv`), 'flax' (plain `flax.linen.Conv`) or 'both'.
     `augment`: also the zoo's step with DeiT's device augmentation (`DEIT_DEVICE_AUGMENT`).
+    `network_kwargs`: the network's own fields (`attention='xla'`), as `get_network_fn` takes them.
     """
     dtype = jnp.dtype(dtype)
-    fn = nets_factory.get_network_fn(name, num_classes, is_training=True, dtype=dtype)
+    fn = nets_factory.get_network_fn(
+        name, num_classes, is_training=True, dtype=dtype, **network_kwargs
+    )
     size = size or fn.default_image_size
     images = jax.random.normal(jax.random.key(0), (batch, size, size, 3))
     labels = jax.random.randint(jax.random.key(1), (batch,), 0, num_classes)
@@ -139,7 +143,7 @@ def build_timers(
     if conv in ("flax", "both"):
         label, plain = plain_conv(name, num_classes, dtype, images)
         flax_fn = nets_factory.get_network_fn(
-            name, num_classes, is_training=True, dtype=dtype, conv=plain
+            name, num_classes, is_training=True, dtype=dtype, conv=plain, **network_kwargs
         )
         candidates[label] = flax_fn.apply
     if direct:
@@ -232,6 +236,11 @@ def main() -> None:
         help="the zoo's Conv (nets.layers.Conv), plain flax.linen.Conv, or both interleaved",
     )
     parser.add_argument(
+        "--attention",
+        choices=["auto", "xla", "cudnn"],
+        help="the attention implementation of a network that has the field; default: its own",
+    )
+    parser.add_argument(
         "--torch", action="store_true", help="also time PyTorch (see bench/torch_resnet.py)"
     )
     add_runtime_flags(parser)
@@ -249,6 +258,7 @@ def main() -> None:
         args.conv,
         args.direct,
         args.augment,
+        **({"attention": args.attention} if args.attention else {}),
     )
     if args.torch:
         import torch_resnet  # bench/torch_resnet.py; PyTorch is optional, never a dependency

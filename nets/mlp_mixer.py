@@ -235,14 +235,18 @@ class MlpMixer(nn.Module):
         end_points = {}
         x = end_points["stem"] = x.reshape(batch, height * width, dim)
 
-        rate, kinds = self.drop_path_rate, {"res": ResBlock, "gated": SpatialGatingBlock}
-        block = checkpointed(kinds.get(self.block, MixerBlock), self.remat, takes_train=True)
-        if self.block == "mixer":
-            block = partial(block, self.mlp_ratio, self.glu, rate, self.epsilon, self.dtype)
-        elif self.block == "res":
-            block = partial(block, self.mlp_ratio, self.init_values, rate, self.dtype)
-        else:
-            block = partial(block, self.mlp_ratio, rate, self.epsilon, self.dtype)
+        kind, fields = {
+            "mixer": (MixerBlock, {"glu": self.glu, "epsilon": self.epsilon}),
+            "res": (ResBlock, {"init_values": self.init_values}),
+            "gated": (SpatialGatingBlock, {"epsilon": self.epsilon}),
+        }[self.block]
+        block = partial(
+            checkpointed(kind, self.remat, takes_train=True),
+            self.mlp_ratio,
+            drop_path_rate=self.drop_path_rate,
+            dtype=self.dtype,
+            **fields,
+        )
         for i in range(self.depth):
             x = end_points[f"block{i + 1}"] = block(name=f"blocks_{i}")(x, train)
 

@@ -136,13 +136,15 @@ class Attention(nn.Module):
 class SwiGLU(nn.Module):
     """`fc2(silu(gate) * value)`: with `scale_mlp`, gate and value from `fc1_g` and `fc1_x` and a
     LayerNorm `norm` on their product (timm's `SwiGLU`); else both from one `fc1`, the gate its
-    first half (timm's `GluMlp`, `gate_last=False`)."""
+    first half (timm's `GluMlp`, `gate_last=False`), or its second with `gate_last` (timm's
+    `GluMlp` default, gMixer's)."""
 
     hidden: int
     scale_mlp: bool = False
     epsilon: float = LAYER_NORM_EPSILON
     fc2_scale: float = 1.0  # timm's `fix_init_weight` of `fc2`
     dtype: Any = jnp.float32
+    gate_last: bool = False  # the packed `fc1`'s gate is its second half
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -152,7 +154,8 @@ class SwiGLU(nn.Module):
             x = nn.silu(dense(self.hidden, name="fc1_g")(x)) * dense(self.hidden, name="fc1_x")(x)
             x = nn.LayerNorm(self.epsilon, dtype=self.dtype, name="norm")(x)
         else:
-            gate, x = jnp.split(dense(2 * self.hidden, name="fc1")(x), 2, axis=-1)
+            halves = jnp.split(dense(2 * self.hidden, name="fc1")(x), 2, axis=-1)
+            x, gate = halves if self.gate_last else halves[::-1]
             x = nn.silu(gate) * x
         return _dense(self.fc2_scale, dtype=self.dtype)(width, name="fc2")(x)
 

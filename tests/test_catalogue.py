@@ -81,6 +81,9 @@ def test_every_network_with_an_architecture_has_published_weights():
     # timm's own efficientnetv2_* and convnextv2_small have untrained configs only; Keras's and
     # torchvision's V2 files load into other networks (tf_efficientnetv2_*, efficientnet_v2_*).
     untrained = {"efficientnetv2_s", "efficientnetv2_m", "efficientnetv2_l", "convnextv2_small"}
+    # timm's MLP-Mixer family: S/16, S/32, B/32, L/32, gMixer-12, gMLP-Ti and B are untrained.
+    untrained |= {f"mixer_{size}_224" for size in ("s16", "s32", "b32", "l32")}
+    untrained |= {"gmixer_12_224", "gmlp_ti16_224", "gmlp_b16_224"}
     assert networks - catalogued == untrained
 
 

@@ -94,6 +94,12 @@ TINY = {
         3,
         16,
     ),
+    # gMLP's blocks (MLP-Mixer's, gMixer's and ResMLP's are checkpointed by the same line).
+    "gmlp_ti16_224": (
+        {"default_image_size": 16, "patch_size": 8, "embed_dim": 8, "depth": 3},
+        3,
+        16,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

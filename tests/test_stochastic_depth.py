@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import efficientnet, mobilevit, resnet, vit
+from nets import efficientnet, mlp_mixer, mobilevit, resnet, vit
 from nets.layers import InvertedResidual
 from tests.helpers import numpy_variables
 
 TINY_RESNET = {"stage_sizes": (2, 1, 2), "num_filters": 4}  # resnet20's module: 5 blocks
 TINY_VIT = {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 5, "num_heads": 2}
+TINY_MIXER = {"default_image_size": 32, "patch_size": 8, "embed_dim": 8, "depth": 3}
 
 
 def blocks_built(name, blocks, is_training, **kwargs):
@@ -55,6 +56,10 @@ def blocks_built(name, blocks, is_training, **kwargs):
             {},
             [0.4 * i / 9 for i in range(10)],
         ),
+        # timm's MlpMixer (MLP-Mixer, gMixer, ResMLP, gMLP): the rate itself in every block.
+        ("mixer_s32_224", (mlp_mixer.MixerBlock,), TINY_MIXER, [0.4] * 3),
+        ("resmlp_12_224", (mlp_mixer.ResBlock,), TINY_MIXER, [0.4] * 3),
+        ("gmlp_ti16_224", (mlp_mixer.SpatialGatingBlock,), TINY_MIXER, [0.4] * 3),
     ],
 )
 def test_rates_follow_each_papers_linear_rule(name, blocks, kwargs, expected):

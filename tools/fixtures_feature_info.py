@@ -59,6 +59,10 @@ SAME_NAMES = [
     *[f"vgg{d}{bn}" for d in (11, 13, 16, 19) for bn in ("", "_bn")],
     *[f"poolformer{v}_{s}" for v in ("", "v2") for s in ("s12", "s24", "s36", "m36", "m48")],
     *[f"{kind}_{s}" for kind in ("convformer", "caformer") for s in ("s18", "s36", "m36", "b36")],
+    *[f"mixer_{s}_224" for s in ("s32", "s16", "b32", "b16", "l32", "l16")],
+    *[f"gmixer_{d}_224" for d in (12, 24)],
+    *[f"resmlp_{d}_224" for d in ("12", "24", "36", "big_24")],
+    *[f"gmlp_{s}16_224" for s in ("ti", "s", "b")],
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

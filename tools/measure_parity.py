@@ -25,6 +25,10 @@ IMAGE_SIZES |= {
     for res in (224, 384, 512)
 }
 
+# timm's MLP-Mixer family takes its 224 px patch grid alone; its classifier starts at zero and
+# gMLP's and gMixer's gates near it: `fixtures_mlp_mixer.nontrivial` draws them first.
+MLP_MIXERS = ("mixer_", "gmixer_", "resmlp_", "gmlp_")
+
 
 def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool = False) -> None:
     """`dynamic`: timm's ViTs (Swins) built with `dynamic_img_size=True`, run at `size` (their
@@ -51,6 +55,11 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
             if own
             else IMAGE_SIZES.get(architecture, (size, 56))
         )
+        if architecture.startswith(MLP_MIXERS):
+            from fixtures_mlp_mixer import nontrivial
+
+            nontrivial(model)
+            image_size = calibration_size = 224
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():

@@ -28,6 +28,7 @@ from nets_weights import (
     mobilenet_v4,
     mobilevit,
     nasnet,
+    nfnet,
     regnet,
     resnet,
     resnet_v2,
@@ -85,6 +86,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **swinv2.ARCHITECTURES,
+    **nfnet.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

@@ -192,9 +192,10 @@ class NormFreeNet(nn.Module):
         return make_divisible(int(self.channels[-1] * self.feature_multiplier), 8)
 
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: the stem's third convolution, stages 1-3, the final
-        convolution (in place of stage 4, which it follows)."""
-        return {"stem_conv3": 2, "stage1": 4, "stage2": 8, "stage3": 16, "final_conv": 32}
+        """timm's `feature_info`: the stem's third convolution, the stages but the last, the
+        final convolution (in place of the last stage, which it follows)."""
+        stages = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths) - 1)}
+        return {"stem_conv3": 2, **stages, "final_conv": 2 ** (len(self.depths) + 1)}
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -226,6 +227,10 @@ class NormFreeNet(nn.Module):
         for i, (depth, width) in enumerate(zip(self.depths, self.channels, strict=True)):
             mid = make_divisible(width * self.bottle_ratio, 8)
             groups = mid // self.group_size
+            if not groups:
+                raise ValueError(
+                    f"stage {i + 1}'s {mid} inner channels hold no group of {self.group_size}"
+                )
             mid = self.group_size * groups  # group_size is a multiple of 8 in every variant
             for j in range(depth):
                 x = block(

@@ -163,8 +163,8 @@ class NormFreeNet(nn.Module):
     timm's (False, 'SYMMETRIC', False): their weights compute another function under the other.
     """
 
-    depths: tuple[int, int, int, int]
-    channels: tuple[int, int, int, int] = (256, 512, 1536, 1536)
+    depths: tuple[int, ...]  # blocks per stage; the first stage at stride 4, each next one 2x
+    channels: tuple[int, ...] = (256, 512, 1536, 1536)
     stem_features: int = 128
     group_size: int = 128
     bottle_ratio: float = 0.5

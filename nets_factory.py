@@ -50,6 +50,7 @@ from nets import (
     mobilenet_v4,
     mobilevit,
     nasnet,
+    nfnet,
     overfeat,
     pnasnet,
     regnet,
@@ -377,6 +378,19 @@ networks_map: dict[str, functools.partial] = {
     "caformer_s36": metaformer.caformer_s36,
     "caformer_m36": metaformer.caformer_m36,
     "caformer_b36": metaformer.caformer_b36,
+    # NFNets (Brock et al. 2021): normalizer-free, weight-standardised convolutions; DeepMind's
+    # NFNet-F (TensorFlow padding, gamma-scaled GELU, skip-init) and timm's light SiLU ones.
+    "dm_nfnet_f0": nfnet.dm_nfnet_f0,
+    "dm_nfnet_f1": nfnet.dm_nfnet_f1,
+    "dm_nfnet_f2": nfnet.dm_nfnet_f2,
+    "dm_nfnet_f3": nfnet.dm_nfnet_f3,
+    "dm_nfnet_f4": nfnet.dm_nfnet_f4,
+    "dm_nfnet_f5": nfnet.dm_nfnet_f5,
+    "dm_nfnet_f6": nfnet.dm_nfnet_f6,
+    "nfnet_l0": nfnet.nfnet_l0,
+    "eca_nfnet_l0": nfnet.eca_nfnet_l0,
+    "eca_nfnet_l1": nfnet.eca_nfnet_l1,
+    "eca_nfnet_l2": nfnet.eca_nfnet_l2,
 }
 
 

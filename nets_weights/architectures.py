@@ -29,6 +29,7 @@ from nets_weights import (
     mobilenet_v4,
     mobilevit,
     nasnet,
+    nfnet,
     regnet,
     resnet,
     resnet_v2,
@@ -87,6 +88,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **mlp_mixer.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **swinv2.ARCHITECTURES,
+    **nfnet.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

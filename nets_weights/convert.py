@@ -75,6 +75,19 @@ def _torch_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
     return view, _permutation(leaf, len(shape))
 
 
+def torch_layout_viewing(*leaves: str):
+    """PyTorch's layouts, and the tensors of `leaves` viewed as our shape where they hold as many
+    values: torchvision's layer scale `[c, 1, 1]` as our `[c]`, timm's standardised
+    convolutions' gain `[out, 1, 1, 1]` as our `[out]`."""
+
+    def layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
+        if leaf in leaves and got != shape and math.prod(got) == math.prod(shape):
+            return shape, None
+        return _torch_layout(leaf, got, shape)
+
+    return layout
+
+
 # Our leaf names -> PyTorch's: convolution/dense weights, BatchNorm's affine and statistics;
 # `num_batches_tracked`, BatchNorm's counter, has no counterpart.
 TORCH = Framework(

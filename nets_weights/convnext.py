@@ -34,7 +34,6 @@ inputs to `(x / 255 - mean) / std` with ImageNet's mean and std: our `Pretrained
 """
 
 import dataclasses
-import math
 
 from nets_weights.convert import (
     KERAS,
@@ -46,6 +45,7 @@ from nets_weights.convert import (
     module_index,
     same_layout,
     timm_and_torchvision,
+    torch_layout_viewing,
 )
 
 _BLOCK = {
@@ -80,18 +80,11 @@ _KERAS_TOP = {
 _KERAS_DOWNSAMPLE = {"downsample_norm": "layernorm", "downsample_conv": "conv"}
 
 
-def _layer_scale_layout(leaf: str, got: tuple[int, ...], shape: tuple[int, ...]):
-    """PyTorch's layouts, and torchvision's layer scale `[c, 1, 1]` viewed as our `[c]`."""
-    if leaf == "gamma" and got != shape and math.prod(got) == math.prod(shape):
-        return shape, None
-    return TORCH.layout(leaf, got, shape)
-
-
 # PyTorch's names, and the layer scale: timm's `gamma`, torchvision's `layer_scale`.
 FRAMEWORK = dataclasses.replace(
     TORCH,
     leaves={**TORCH.leaves, "gamma": ("gamma", "layer_scale")},
-    layout=_layer_scale_layout,
+    layout=torch_layout_viewing("gamma"),
 )
 
 

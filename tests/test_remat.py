@@ -100,6 +100,19 @@ TINY = {
         3,
         16,
     ),
+    # Three NFNet blocks: one each of the first and last stages (a projection; pooled), and
+    # squeeze-excite gates.
+    "dm_nfnet_f0": (
+        {
+            "depths": (1, 1, 1),
+            "channels": (16, 32, 48),
+            "stem_features": 16,
+            "group_size": 8,
+            **XLA_CONVS,
+        },
+        3,
+        16,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

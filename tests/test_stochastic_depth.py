@@ -15,11 +15,17 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import efficientnet, mlp_mixer, mobilevit, resnet, vit
+from nets import efficientnet, mlp_mixer, mobilevit, nfnet, resnet, vit
 from nets.layers import InvertedResidual
 from tests.helpers import numpy_variables
 
 TINY_RESNET = {"stage_sizes": (2, 1, 2), "num_filters": 4}  # resnet20's module: 5 blocks
+TINY_NFNET = {
+    "depths": (1, 2, 1, 1),
+    "channels": (16, 32, 48, 64),
+    "stem_features": 16,
+    "group_size": 8,
+}
 TINY_VIT = {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 5, "num_heads": 2}
 TINY_MIXER = {"default_image_size": 32, "patch_size": 8, "embed_dim": 8, "depth": 3}
 
@@ -48,6 +54,8 @@ def blocks_built(name, blocks, is_training, **kwargs):
         # EfficientNet's rate * i / blocks is unchanged.
         ("resnet20", (resnet.ResNetBlock,), TINY_RESNET, [0.0, 0.1, 0.2, 0.3, 0.4]),
         ("vit_tiny_patch16_224", (vit.Block,), TINY_VIT, [0.0, 0.1, 0.2, 0.3, 0.4]),
+        # timm's NFNets: the same rule over every block (its `stagewise` lists hold them).
+        ("eca_nfnet_l0", (nfnet.NormFreeBlock,), TINY_NFNET, [0.0, 0.1, 0.2, 0.3, 0.4]),
         # timm's ByobNet (MobileViT): the same rule over the inverted residuals and MobileViT
         # blocks together, 10 in XXS (timm's figures: 0.0444, 0.0889, ... 0.4).
         (

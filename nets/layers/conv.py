@@ -7,7 +7,7 @@ gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px
 docs/performance.md).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import flax.linen as nn
@@ -51,6 +51,10 @@ class Conv(nn.Module):
     kernel_init: nn.initializers.Initializer = nn.initializers.lecun_normal()
     bias_init: nn.initializers.Initializer = nn.initializers.zeros_init()
     impl: Impl = "auto"
+    # A reparametrisation of the stored kernel at every call, `(module, kernel) -> kernel`,
+    # which may add parameters of its own to the module (NFNet's scaled weight standardisation,
+    # `nets.nfnet.ScaledStandardization`); None convolves with the kernel as stored.
+    kernel_transform: Callable[[nn.Module, jax.Array], jax.Array] | None = None
 
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
@@ -67,6 +71,8 @@ class Conv(nn.Module):
             )
         kernel_shape = (*kernel_size, in_features // self.feature_group_count, self.features)
         kernel = self.param("kernel", self.kernel_init, kernel_shape, self.param_dtype)
+        if self.kernel_transform is not None:
+            kernel = self.kernel_transform(self, kernel)
         bias = None
         if self.use_bias:
             bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype)

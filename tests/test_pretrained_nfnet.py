@@ -1,0 +1,100 @@
+"""load_pretrained for timm's NFNets: parity on fixtures timm produced (tools/fixtures_nfnet.py)
+under DeepMind's conventions and under timm's own, each convention shown to matter, timm's key
+layout, and the conventions set by the architecture."""
+
+import functools
+
+import jax
+import pytest
+
+import nets_factory
+from nets import nfnet
+from nets.layers import avg_pool
+from nets_weights import architectures, published
+from tests.helpers import XLA_CONVS
+from tests.test_pretrained import FIXTURES, expected, relative_error
+
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
+# The fixtures' small timm networks (tools/fixtures_nfnet.py), as `load_pretrained` keyword
+# arguments: four stages of 1, 2, 1, 1 blocks, groups of 8, a stem of 32 channels.
+SMALL = {"depths": (1, 2, 1, 1), "channels": (16, 32, 48, 64), "stem_features": 32, "group_size": 8}
+PARITY = {"dm_nfnet_small": "dm_nfnet_f0", "eca_nfnet_small": "eca_nfnet_l0"}
+
+
+@functools.cache  # read-only: the parity test and the tests of conventions share each load
+def loaded(case):
+    return nets_factory.load_pretrained(PARITY[case], FIXTURES / "parity" / case, **SMALL)
+
+
+def error_under(case, **fields):
+    """The fixture's weights in its network built with `fields` changed: the relative error of
+    its logits (XLA's convolutions: the padding is the layer's whichever kernels run)."""
+    _, variables = loaded(case)
+    fn = nets_factory.get_network_fn(PARITY[case], 10, **{**SMALL, **fields, **XLA_CONVS})
+    reference = expected(case)
+    logits, _ = jax.jit(fn.apply)(published.without_mark(variables), reference["images"])
+    return relative_error(logits, reference["logits"])
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    # Measured: 3.5e-7 (DeepMind's conventions), 8.5e-7 (timm's own).
+    network_fn, variables = loaded(case)
+    reference = expected(case)
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert end_points["final_conv"].shape == (2, 2, 2, 128 if case.startswith("dm") else 96)
+
+
+def test_each_convention_matters(monkeypatch):
+    # The same weights under each convention but one miss the logits (the parity bound is 1e-4;
+    # measured: DeepMind's under symmetric padding 1.0, gamma in the kernels 1.2, the kernels'
+    # epsilon 1e-6 2.8e-3; timm's own under 'SAME' 1.4 (gamma in the activations: 0.91); the
+    # shortcuts' average pools counting the padding of their odd maps 0.66).
+    wrong = {
+        "dm_nfnet_small": [
+            {"padding": "SYMMETRIC"},
+            {"gamma_in_act": False},
+            {"std_epsilon": 1e-6},
+        ],
+        "eca_nfnet_small": [{"padding": "SAME"}],
+    }
+    for case, conventions in wrong.items():
+        for fields in conventions:
+            assert error_under(case, **fields) > 1e-4, (case, fields)
+    counting = lambda *args, **kwargs: avg_pool(*args, **{**kwargs, "count_include_pad": True})  # noqa: E731
+    monkeypatch.setattr(nfnet, "avg_pool", counting)
+    assert error_under("dm_nfnet_small") > 1e-4
+
+
+def test_the_architecture_sets_the_conventions():
+    dm, light = loaded("dm_nfnet_small")[0].module, loaded("eca_nfnet_small")[0].module
+    assert (dm.padding, dm.gamma_in_act, dm.skipinit) == ("SAME", True, True)
+    assert (light.padding, light.gamma_in_act, light.skipinit) == ("SYMMETRIC", False, False)
+    with pytest.raises(ValueError, match="padding"):
+        nets_factory.load_pretrained(
+            "dm_nfnet_f0", FIXTURES / "parity" / "dm_nfnet_small", padding="SYMMETRIC", **SMALL
+        )
+
+
+LAYOUT = {
+    ("stem_conv1",): "stem.conv1",
+    ("stem_conv4",): "stem.conv4",
+    ("stages_1_0", "downsample"): "stages.1.0.downsample.conv",
+    ("stages_2_5", "conv2b"): "stages.2.5.conv2b",
+    ("stages_0_0", "attn_last", "fc1"): "stages.0.0.attn_last.fc1",
+    ("stages_3_2", "attn_last", "conv"): "stages.3.2.attn_last.conv",
+    ("stages_3_2",): "stages.3.2",
+    ("final_conv",): "final_conv",
+    ("head", "fc"): "head.fc",
+}
+
+
+def test_layout_is_timms():
+    arch = architectures.ARCHITECTURES["dm_nfnet_f0"]
+    layout = arch.layout(nets_factory.get_network_fn("dm_nfnet_f0", 10).module)
+    assert {path: layout(path) for path in LAYOUT} == LAYOUT
+    assert arch.framework.keys("stages.0.0", "skipinit_gain") == ["stages.0.0.skipinit_gain"]
+    assert arch.framework.keys("stages.0.0.conv1", "gain") == ["stages.0.0.conv1.gain"]
+    assert arch.preprocessing["crop_mode"] == "squash"

@@ -1,0 +1,63 @@
+"""Parity fixtures of the NFNet family (see tools/parity.py for how to run it).
+
+timm's `NormFreeNet` in a small configuration (stem of 4, 8, 16 and 32 channels; stages of
+16, 32, 48 and 64 with 1, 2, 1, 1 blocks; groups of 8), once with DeepMind's conventions
+(`dm_nfnet_f0`'s: 'SAME' padding, gamma-scaled GELU, skip-init gains, squeeze-excite) and once
+with timm's own (`eca_nfnet_l0`'s: symmetric padding, SiLU with gamma in the kernels, ECA), on
+44-px images: 'SAME' pads a stride-2 3x3 window on an even map (22 -> 11 is not; 6 -> 3 is)
+otherwise than PyTorch, and the 2x2 average pools of the shortcuts see odd maps (11, 3), where
+ceil mode keeps a last lone pixel.
+"""
+
+from dataclasses import replace
+
+import torch
+from parity import timm, write_case, write_index  # noqa: F401  (timm first: the shims)
+from timm.models.nfnet import NormFreeNet, _dm_nfnet_cfg, _nfnet_cfg  # noqa: E402
+
+SMALL = {"depths": (1, 2, 1, 1), "channels": (16, 32, 48, 64)}
+# eca_nfnet_l0's configuration but its groups: of 8 channels, not 64.
+ECA_L0 = {
+    "feat_mult": 1.5,
+    "group_size": 8,
+    "bottle_ratio": 0.25,
+    "attn_layer": "eca",
+    "attn_kwargs": {},
+    "act_layer": "silu",
+}
+
+
+def small(cfg) -> torch.nn.Module:
+    """timm's network, its classifier ~N(0, 1 / fan_in) (timm's 0.01); `parity.perturb` draws
+    the gains (the last convolution's starts at 0 without skip-init, DeepMind's skip-init gain
+    at 0: the branches would vanish)."""
+    model = NormFreeNet(cfg, num_classes=10)
+    with torch.no_grad():
+        model.head.fc.weight.normal_(0.0, model.head.fc.in_features**-0.5)
+    return model
+
+
+# name -> (architecture in config.json, the small timm network, image size); the tests hold the
+# matching `load_pretrained` keyword arguments.
+CASES = {
+    "dm_nfnet_small": (
+        "dm_nfnet_f0",
+        lambda: small(replace(_dm_nfnet_cfg(**SMALL), stem_chs=32, group_size=8)),
+        44,
+    ),
+    "eca_nfnet_small": (
+        "eca_nfnet_l0",
+        lambda: small(replace(_nfnet_cfg(**SMALL, **ECA_L0), stem_chs=32)),
+        44,
+    ),
+}
+
+FULL_SIZE = [
+    *(f"dm_nfnet_f{i}" for i in range(7)),
+    *("nfnet_l0", "eca_nfnet_l0", "eca_nfnet_l1", "eca_nfnet_l2"),
+]
+
+if __name__ == "__main__":
+    for case, (arch, build, size) in CASES.items():
+        write_case(case, arch, build, size, calibration_size=size)
+    write_index("nfnet", FULL_SIZE)

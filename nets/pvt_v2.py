@@ -278,11 +278,11 @@ class PyramidVisionTransformerV2(nn.Module):
     def min_image_size(self) -> int:
         """Enough pixels for every stage's 'VALID' reduction to see one `sr x sr` window (29 for
         sr 8 after the 7x7/4 embedding); the linear variant's pooling takes any map."""
+        if self.linear:
+            return 1
         embeds = [(7, 4, 6)] + [(3, 2, 2)] * (len(self.depths) - 1)
         return max(
-            smallest_input([*embeds[: i + 1], (sr, sr, 0)])
-            for i, sr in enumerate(self.sr_ratios)
-            if not self.linear or i == 0
+            smallest_input([*embeds[: i + 1], (sr, sr, 0)]) for i, sr in enumerate(self.sr_ratios)
         )
 
     def feature_strides(self) -> dict[str, int]:

@@ -28,6 +28,7 @@ from nets_weights import (
     mobilenet_v4,
     mobilevit,
     nasnet,
+    pvt_v2,
     regnet,
     resnet,
     resnet_v2,
@@ -86,6 +87,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **swin.ARCHITECTURES,
     **swinv2.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
+    **pvt_v2.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }
 

@@ -61,12 +61,13 @@ from nets.layers import (
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
+from nets.vit import ACTIVATIONS
 
 BLOCK_EPSILON = 1e-6  # timm's LayerNorm: the blocks' norm1 / norm2 and each stage's norm
 TORCH_EPSILON = 1e-5  # torch.nn.LayerNorm's: the patch embeddings' and the reduction's norms
 LINEAR_POOL = 7  # the linear variant's keys and values: the map average-pooled to 7x7
 _DENSE_INIT = nn.initializers.truncated_normal(0.02)
-_gelu = partial(nn.gelu, approximate=False)
+_gelu = ACTIVATIONS["gelu"]  # exact (erf), torch.nn.GELU's default
 
 
 def conv_init(groups: int = 1) -> nn.initializers.Initializer:
@@ -137,18 +138,17 @@ class SpatialReductionAttention(nn.Module):
 
 class MlpWithDepthwiseConv(nn.Module):
     """`fc1`, (ReLU, with `linear`), `dwconv` a 3x3 depthwise convolution padded by one, exact
-    GELU, `fc2`, each linear layer followed by dropout as timm's."""
+    GELU, `fc2` (timm's dropouts after each linear layer are at its `proj_drop_rate`, 0 in every
+    published configuration: not here)."""
 
     hidden: int
     linear: bool = False
-    dropout_rate: float = 0.0
     conv: ModuleDef = Conv
     dtype: Any = jnp.float32
 
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+    def __call__(self, x: jax.Array) -> jax.Array:
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_DENSE_INIT)
-        dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
         width = x.shape[-1]
         x = dense(self.hidden, name="fc1")(x)
         if self.linear:
@@ -162,7 +162,7 @@ class MlpWithDepthwiseConv(nn.Module):
             kernel_init=conv_init(self.hidden),
             name="dwconv",
         )(x)
-        return dropout(dense(width, name="fc2")(dropout(_gelu(x))))
+        return dense(width, name="fc2")(_gelu(x))
 
 
 class Block(nn.Module):
@@ -194,9 +194,9 @@ class Block(nn.Module):
         )
         x = x + drop_path(self, attn(norm(name="norm1")(x)), self.drop_path_rate, train)
         mlp = MlpWithDepthwiseConv(
-            int(x.shape[-1] * self.mlp_ratio), self.linear, 0.0, self.conv, self.dtype, name="mlp"
+            int(x.shape[-1] * self.mlp_ratio), self.linear, self.conv, self.dtype, name="mlp"
         )
-        return x + drop_path(self, mlp(norm(name="norm2")(x), train), self.drop_path_rate, train)
+        return x + drop_path(self, mlp(norm(name="norm2")(x)), self.drop_path_rate, train)
 
 
 class Stage(nn.Module):

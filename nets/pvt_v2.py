@@ -61,7 +61,7 @@ from nets.layers import (
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
-from nets.vit import ACTIVATIONS
+from nets.vit import ACTIVATIONS, head_shape
 
 BLOCK_EPSILON = 1e-6  # timm's LayerNorm: the blocks' norm1 / norm2 and each stage's norm
 TORCH_EPSILON = 1e-5  # torch.nn.LayerNorm's: the patch embeddings' and the reduction's norms
@@ -120,7 +120,7 @@ class SpatialReductionAttention(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         """`x`: `[b, h, w, c]` -> the same shape."""
         batch, height, width, channels = x.shape
-        heads, head_dim = self.num_heads, channels // self.num_heads
+        heads, head_dim = head_shape(channels, self.num_heads)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_DENSE_INIT)
         conv = partial(self.conv, channels, dtype=self.dtype, kernel_init=conv_init(), name="sr")
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype, name="norm")
@@ -346,9 +346,6 @@ class PyramidVisionTransformerV2(nn.Module):
                 f"{tuple(self.num_heads)}, sr_ratios {tuple(self.sr_ratios)}, mlp_ratios "
                 f"{tuple(self.mlp_ratios)}"
             )
-        for dim, heads in zip(self.embed_dims, self.num_heads, strict=True):
-            if dim % heads:
-                raise ValueError(f"embed_dim {dim} does not split into {heads} heads")
         check_drop_path_rate(self.drop_path_rate)
 
 

@@ -53,6 +53,7 @@ from nets import (
     nfnet,
     overfeat,
     pnasnet,
+    pvt_v2,
     regnet,
     resnet,
     swin,
@@ -305,6 +306,14 @@ networks_map: dict[str, functools.partial] = {
     "swinv2_base_window12to24_192to384": swinv2.swinv2_base_window12to24_192to384,
     "swinv2_large_window12to16_192to256": swinv2.swinv2_large_window12to16_192to256,
     "swinv2_large_window12to24_192to384": swinv2.swinv2_large_window12to24_192to384,
+    # PVT v2 (Wang et al. 2022): overlapping patch embeddings, spatial-reduction attention.
+    "pvt_v2_b0": pvt_v2.pvt_v2_b0,
+    "pvt_v2_b1": pvt_v2.pvt_v2_b1,
+    "pvt_v2_b2": pvt_v2.pvt_v2_b2,
+    "pvt_v2_b2_li": pvt_v2.pvt_v2_b2_li,
+    "pvt_v2_b3": pvt_v2.pvt_v2_b3,
+    "pvt_v2_b4": pvt_v2.pvt_v2_b4,
+    "pvt_v2_b5": pvt_v2.pvt_v2_b5,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

@@ -30,6 +30,7 @@ from nets_weights import (
     mobilevit,
     nasnet,
     nfnet,
+    pvt_v2,
     regnet,
     resnet,
     resnet_v2,
@@ -90,6 +91,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **swinv2.ARCHITECTURES,
     **nfnet.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
+    **pvt_v2.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }
 

@@ -52,6 +52,19 @@ TINY = {
         32,
     ),
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
+    # Spatial-reduction attention (the 2x2/2 reduction), the depthwise MLP; stage norms outside.
+    "pvt_v2_b0": (
+        {
+            "depths": (2, 1),
+            "embed_dims": (8, 16),
+            "num_heads": (1, 2),
+            "sr_ratios": (2, 1),
+            "mlp_ratios": (2.0, 2.0),
+            **XLA_CONVS,
+        },
+        3,
+        32,
+    ),
     "eva02_base_patch14_224": (
         {"img_size": 16, "patch_size": 8, "embed_dim": 16, "depth": 3, "num_heads": 2},
         3,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import nets_factory
-from nets import efficientnet, mlp_mixer, mobilevit, nfnet, resnet, vit
+from nets import efficientnet, mlp_mixer, mobilevit, nfnet, pvt_v2, resnet, vit
 from nets.layers import InvertedResidual
 from tests.helpers import numpy_variables
 
@@ -56,6 +56,13 @@ def blocks_built(name, blocks, is_training, **kwargs):
         ("vit_tiny_patch16_224", (vit.Block,), TINY_VIT, [0.0, 0.1, 0.2, 0.3, 0.4]),
         # timm's NFNets: the same rule over every block (its `stagewise` lists hold them).
         ("eca_nfnet_l0", (nfnet.NormFreeBlock,), TINY_NFNET, [0.0, 0.1, 0.2, 0.3, 0.4]),
+        # timm's PVT v2 (its `stagewise` rates are the same line, split by stage).
+        (
+            "pvt_v2_b0",
+            (pvt_v2.Block,),
+            {"depths": (2, 1, 1, 1), "embed_dims": (8,) * 4, "num_heads": (1,) * 4},
+            [0.0, 0.1, 0.2, 0.3, 0.4],
+        ),
         # timm's ByobNet (MobileViT): the same rule over the inverted residuals and MobileViT
         # blocks together, 10 in XXS (timm's figures: 0.0444, 0.0889, ... 0.4).
         (

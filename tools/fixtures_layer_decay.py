@@ -24,6 +24,7 @@ NETWORKS = [
     "swin_tiny_patch4_window7_224",
     "beit_base_patch16_224",
     "maxvit_tiny_tf_224",
+    "pvt_v2_b0",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

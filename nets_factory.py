@@ -55,6 +55,7 @@ from nets import (
     resnet,
     swin,
     swinv2,
+    tiny_vit,
     vgg,
     vit,
 )
@@ -286,6 +287,12 @@ networks_map: dict[str, functools.partial] = {
     "swinv2_base_window12to24_192to384": swinv2.swinv2_base_window12to24_192to384,
     "swinv2_large_window12to16_192to256": swinv2.swinv2_large_window12to16_192to256,
     "swinv2_large_window12to24_192to384": swinv2.swinv2_large_window12to24_192to384,
+    # TinyViT (Wu et al. 2022): MBConv stem stage, window attention with per-offset head biases.
+    "tiny_vit_5m_224": tiny_vit.tiny_vit_5m_224,
+    "tiny_vit_11m_224": tiny_vit.tiny_vit_11m_224,
+    "tiny_vit_21m_224": tiny_vit.tiny_vit_21m_224,
+    "tiny_vit_21m_384": tiny_vit.tiny_vit_21m_384,
+    "tiny_vit_21m_512": tiny_vit.tiny_vit_21m_512,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

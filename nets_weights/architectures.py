@@ -33,6 +33,7 @@ from nets_weights import (
     resnet_v2,
     swin,
     swinv2,
+    tiny_vit,
     vgg,
     vit,
 )
@@ -85,6 +86,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **metaformer.ARCHITECTURES,
     **swin.ARCHITECTURES,
     **swinv2.ARCHITECTURES,
+    **tiny_vit.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
 }

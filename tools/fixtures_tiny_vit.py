@@ -5,8 +5,8 @@ The cases are timm's own `TinyVit` in a small configuration: widths (8, 16, 16, 
 (maps 16, 8, 4, 2: four windows in stage 1, one in each of the others); `tiny_vit_padded_52` at
 52 px with windows (-, 3, 4, 3) (maps 13, 7, 4, 2: the odd maps merged by the 3x3/2 convolutions,
 stage 1's 7 padded to 9 and stage 3's 2 to 3, whose padding tokens take part in the attention).
-Besides tools/parity.py's perturbation, `attention_biases` are drawn ~N(0, 1) (timm starts them
-at zero, where the offsets' indexing would not show).
+tools/parity.py's perturbation draws `attention_biases` ~N(0, 1) (timm starts them at zero, where
+the offsets' indexing would not show).
 """
 
 import torch
@@ -17,12 +17,7 @@ SMALL = {"embed_dims": (8, 16, 16, 24), "depths": (2, 2, 1, 1), "num_heads": (1,
 
 
 def small(window_sizes) -> torch.nn.Module:
-    model = TinyVit(num_classes=10, drop_path_rate=0.0, window_sizes=window_sizes, **SMALL)
-    with torch.no_grad():
-        for name, tensor in model.named_parameters():
-            if name.endswith("attention_biases"):
-                tensor.normal_(0.0, 1.0)
-    return model
+    return TinyVit(num_classes=10, drop_path_rate=0.0, window_sizes=window_sizes, **SMALL)
 
 
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the

@@ -35,9 +35,9 @@ Where this differs from timm's `TinyVit`:
   schedule; its networks default to 0.0, 0.1, 0.2 and 0.1 for 5M, 11M, 21M and the 21M fine-tunes;
   0.0 here, as every network of the zoo); `dropout_rate` is timm's `drop_rate`, before the
   classifier; timm's `proj_drop_rate` (0 in every published configuration) is not a field.
-- `padding`: the 3x3 convolutions pad one pixel on each side ('SYMMETRIC', PyTorch's), as the
-  weights were trained; 'SAME' pads stride-2 convolutions of even maps at the end only.
 
+`padding` is a field: the 3x3 convolutions pad one pixel on each side ('SYMMETRIC', PyTorch's),
+as the weights were trained; 'SAME' would pad the stride-2 ones of even maps at the end only.
 MACs count the attention products (`DotProductAttention`), padded windows included, as torch's
 `FlopCounterMode` on timm's networks.
 

@@ -86,3 +86,22 @@ def test_bad_configurations_are_one_line():
         fn = nets_factory.get_network_fn("tiny_vit_5m_224", 10, **{**small, **kwargs})
         with pytest.raises(ValueError, match=message):
             jax.eval_shape(fn.init, jax.random.key(0), x)
+
+
+@pytest.mark.slow  # compiles a training step (2.5 s)
+def test_gradient_reaches_every_parameter():
+    # Training mode (batch statistics) on an MBConv and a TinyViT block whose 3x3 map pads to a
+    # 2x2-window multiple: the offsets' biases, BatchNorms and LayerNorms all learn.
+    small = {"embed_dims": (8, 16), "depths": (1, 1), "num_heads": (1, 2), "window_sizes": (1, 2)}
+    fn = nets_factory.get_network_fn("tiny_vit_5m_224", 10, is_training=True, **small)
+    images = jax.random.normal(jax.random.key(1), (2, 24, 24, 3))
+    variables = fn.init(jax.random.key(0), images)
+    params = jax.tree.map(lambda p: p + 0.1, variables["params"])  # no zero biases or tables
+
+    def loss(params):
+        (logits, _), _ = fn.apply({**variables, "params": params}, images, mutable=["batch_stats"])
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0])
+
+    grads = jax.jit(jax.grad(loss))(params)
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)

@@ -58,6 +58,7 @@ from nets import (
     resnet,
     swin,
     swinv2,
+    tiny_vit,
     vgg,
     vit,
 )
@@ -314,6 +315,12 @@ networks_map: dict[str, functools.partial] = {
     "pvt_v2_b3": pvt_v2.pvt_v2_b3,
     "pvt_v2_b4": pvt_v2.pvt_v2_b4,
     "pvt_v2_b5": pvt_v2.pvt_v2_b5,
+    # TinyViT (Wu et al. 2022): MBConv stem stage, window attention with per-offset head biases.
+    "tiny_vit_5m_224": tiny_vit.tiny_vit_5m_224,
+    "tiny_vit_11m_224": tiny_vit.tiny_vit_11m_224,
+    "tiny_vit_21m_224": tiny_vit.tiny_vit_21m_224,
+    "tiny_vit_21m_384": tiny_vit.tiny_vit_21m_384,
+    "tiny_vit_21m_512": tiny_vit.tiny_vit_21m_512,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

@@ -36,6 +36,7 @@ from nets_weights import (
     resnet_v2,
     swin,
     swinv2,
+    tiny_vit,
     vgg,
     vit,
 )
@@ -90,6 +91,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **swin.ARCHITECTURES,
     **swinv2.ARCHITECTURES,
     **nfnet.ARCHITECTURES,
+    **tiny_vit.ARCHITECTURES,
     **maxvit.ARCHITECTURES,
     **pvt_v2.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,

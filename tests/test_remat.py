@@ -126,6 +126,18 @@ TINY = {
         3,
         16,
     ),
+    # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
+    "tiny_vit_5m_224": (
+        {
+            "embed_dims": (8, 16),
+            "depths": (1, 2),
+            "num_heads": (1, 2),
+            "window_sizes": (1, 2),
+            **XLA_CONVS,
+        },
+        3,
+        16,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

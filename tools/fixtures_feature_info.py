@@ -38,6 +38,7 @@ SAME_NAMES = [
         for s in ("base", "large")
         for w in ("16_192to256", "24_192to384")
     ],
+    *[f"tiny_vit_{s}" for s in ("5m_224", "11m_224", "21m_224", "21m_384", "21m_512")],
     *[
         f"maxvit_{s}_tf_{r}"
         for s in ("tiny", "small", "base", "large", "xlarge")

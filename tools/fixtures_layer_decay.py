@@ -25,6 +25,7 @@ NETWORKS = [
     "beit_base_patch16_224",
     "maxvit_tiny_tf_224",
     "pvt_v2_b0",
+    "tiny_vit_5m_224",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 
@@ -33,7 +34,8 @@ def groups(timm, name: str) -> dict[str, list]:
     """`{timm parameter name: [shape, lr_scale, decayed]}` of timm's layer-decay groups."""
     from timm.optim._param_groups import param_groups_layer_decay
 
-    model = timm.create_model(name, pretrained=False)
+    # 1000 classes, as our variable trees: timm's TinyViTs default to ImageNet-22k's 21,841.
+    model = timm.create_model(name, pretrained=False, num_classes=1000)
     no_decay = model.no_weight_decay() if hasattr(model, "no_weight_decay") else ()
     names = {id(p): n for n, p in model.named_parameters()}
     out = {}

@@ -31,6 +31,7 @@ import nets_weights
 from nets import (
     alexnet,
     beit,
+    cait,
     cifarnet,
     convnext,
     densenet,
@@ -262,6 +263,18 @@ networks_map: dict[str, functools.partial] = {
     "eva02_small_patch14_336": eva.eva02_small_patch14_336,
     "eva02_base_patch14_448": eva.eva02_base_patch14_448,
     "eva02_large_patch14_448": eva.eva02_large_patch14_448,
+    # CaiT (Touvron et al. 2021): a deep ViT with LayerScale, talking heads and class attention,
+    # timm's names.
+    "cait_xxs24_224": cait.cait_xxs24_224,
+    "cait_xxs24_384": cait.cait_xxs24_384,
+    "cait_xxs36_224": cait.cait_xxs36_224,
+    "cait_xxs36_384": cait.cait_xxs36_384,
+    "cait_xs24_384": cait.cait_xs24_384,
+    "cait_s24_224": cait.cait_s24_224,
+    "cait_s24_384": cait.cait_s24_384,
+    "cait_s36_384": cait.cait_s36_384,
+    "cait_m36_384": cait.cait_m36_384,
+    "cait_m48_448": cait.cait_m48_448,
     # MLP-Mixer, gMixer, ResMLP and gMLP (Tolstikhin et al., Touvron et al., Liu et al. 2021):
     # the patches' tokens mixed by dense layers, timm's names.
     "mixer_s32_224": mlp_mixer.mixer_s32_224,

@@ -147,6 +147,9 @@ class Block(nn.Module):
     attention: Implementation = "auto"
     init_values: float | None = None
     act_layer: Activation = "gelu"
+    # The attention, built as `Attention` is (`num_heads`, `dropout_rate`, `dtype`, `attention`,
+    # `name`; called `(x, train)`): CaiT's talking heads (`nets.cait`).
+    attn_layer: ModuleDef = Attention
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -158,7 +161,8 @@ class Block(nn.Module):
                 branch = LayerScale(self.init_values, name=scale)(branch)
             return x + drop_path(self, branch, self.drop_path_rate, train)
 
-        attn = Attention(self.num_heads, self.dropout_rate, self.dtype, self.attention, name="attn")
+        attn_layer = partial(self.attn_layer, self.num_heads, self.dropout_rate, self.dtype)
+        attn = attn_layer(self.attention, name="attn")
         x = residual(x, attn(norm(name="norm1")(x), train), "ls1")
         hidden = int(width * self.mlp_ratio)
         mlp = Mlp(hidden, self.dropout_rate, self.dtype, self.act_layer, name="mlp")

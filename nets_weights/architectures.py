@@ -14,6 +14,7 @@ from typing import Any
 
 from nets_weights import (
     beit,
+    cait,
     convnext,
     densenet,
     efficientnet,
@@ -86,6 +87,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **vit.ARCHITECTURES,
     **eva.ARCHITECTURES,
     **beit.ARCHITECTURES,
+    **cait.ARCHITECTURES,
     **metaformer.ARCHITECTURES,
     **mlp_mixer.ARCHITECTURES,
     **swin.ARCHITECTURES,

@@ -29,12 +29,13 @@ TIMM_BEIT = dataclasses.replace(
     leaves={**SWIN.leaves, **TIMM_EVA.leaves},
     dropped=(*SWIN.dropped, "k_bias"),
 )
-_GAMMA = re.compile(r"^(blocks\.\d+)\.gamma_([12])$")
+# CaiT's class-attention blocks (`blocks_token_only.{j}`) keep theirs so too.
+_GAMMA = re.compile(r"^(blocks(?:_token_only)?\.\d+)\.gamma_([12])$")
 
 
 def rename(keys: Collection[str]) -> dict[str, str]:
-    """timm's `blocks.{i}.gamma_1` / `gamma_2` -> `blocks.{i}.ls1.gamma` / `ls2.gamma`; every
-    other key as it is."""
+    """timm's `blocks.{i}.gamma_1` / `gamma_2` (and CaiT's `blocks_token_only.{j}.gamma_1` /
+    `gamma_2`) -> `blocks.{i}.ls1.gamma` / `ls2.gamma`; every other key as it is."""
     return {key: _GAMMA.sub(r"\1.ls\2.gamma", key) for key in keys}
 
 

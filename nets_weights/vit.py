@@ -15,6 +15,7 @@ classifier for fine-tuning.
 """
 
 import dataclasses
+from collections.abc import Callable
 
 from nets_weights.convert import TORCH, Architecture, Framework, same_layout
 
@@ -35,14 +36,19 @@ def layout(path: tuple[str, ...]) -> str:
 
 
 def timm_architecture(
-    network: str, convention: dict | None = None, framework: Framework = TIMM_VIT, **fields
+    network: str,
+    convention: dict | None = None,
+    framework: Framework = TIMM_VIT,
+    keys: Callable[[tuple[str, ...]], str] = layout,
+    **fields,
 ) -> Architecture:
-    """timm's files of a ViT-like `network` (ViT's, EVA-02's, BEiT's): its keys ours with dots
-    (`layout`), the classifier `head`; `fields` are `Architecture`'s others."""
+    """timm's files of a ViT-like `network` (ViT's, EVA-02's, BEiT's, CaiT's): its keys ours
+    with dots (`layout`, or `keys`), the classifier `head`; `fields` are `Architecture`'s
+    others."""
     return Architecture(
         network,
         convention or {},
-        same_layout(layout),
+        same_layout(keys),
         head=("head",),
         source_head="head",
         framework=framework,

@@ -10,17 +10,23 @@ from timm.models.cait import Cait  # noqa: E402
 SMALL = {"img_size": 32, "patch_size": 8, "embed_dim": 24, "depth": 2, "num_heads": 4}
 
 
-def small() -> torch.nn.Module:
-    """timm's `Cait` in the small configuration, with what `parity.perturb` leaves as initialised
-    made non-trivial: the layer scales `gamma_1`, `gamma_2` ~U(0.5, 1.5) (timm's 1e-5 would
-    hide the branches; `perturb` draws only those named `gamma`), the class token and position
-    embeddings ~N(0, 0.5), and every Linear weight ~N(0, 1 / fan_in), so that the heads' mixing
-    (`proj_l`, `proj_w`: 4x4) and the head count."""
-    model = Cait(num_classes=10, **SMALL)
+def nontrivial(model: torch.nn.Module) -> None:
+    """The layer scales `gamma_1`, `gamma_2` ~U(0.5, 1.5): timm's 1e-5 or 1e-6 would hide the
+    branches (`parity.perturb` draws only those named `gamma`)."""
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if name.endswith(("gamma_1", "gamma_2")):
                 tensor.uniform_(0.5, 1.5)
+
+
+def small() -> torch.nn.Module:
+    """timm's `Cait` in the small configuration, with what `parity.perturb` leaves as initialised
+    made non-trivial: the layer scales (`nontrivial`), the class token and position embeddings
+    ~N(0, 0.5), and every Linear weight ~N(0, 1 / fan_in), so that the heads' mixing (`proj_l`,
+    `proj_w`: 4x4) and the head count."""
+    model = Cait(num_classes=10, **SMALL)
+    nontrivial(model)
+    with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):
                 module.weight.normal_(0.0, module.in_features**-0.5)

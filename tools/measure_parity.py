@@ -60,6 +60,10 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
 
             nontrivial(model)
             image_size = calibration_size = 224
+        if architecture.startswith("cait_"):  # layer scales at 1e-5 or 1e-6
+            from fixtures_cait import nontrivial
+
+            nontrivial(model)
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():

@@ -10,7 +10,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import cait
-from tests.helpers import numpy_variables
+from tests.helpers import equations, numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name,
 # num_classes=1000).parameters()`). CaiT-XXS24 at 224: patch embedding 16*16*3*192 + 192 =
@@ -116,3 +116,16 @@ def test_the_gradient_reaches_every_parameter_with_stochastic_depth():
     # The self-attention blocks' tokens as 4x4 maps on the patch grid (no class token there).
     maps = jax.eval_shape(partial(fn.features, rngs=rngs), variables, images)
     assert fn.feature_info == (("block1", 8, 24),) and maps["block1"].shape == (4, 4, 4, 24)
+
+
+def test_remat_recomputes_each_block_under_its_own_names():
+    # Abstract traces only: the 2 self-attention and 2 class-attention blocks, one checkpoint each.
+    images = jax.ShapeDtypeStruct((2, 32, 32, 3), jnp.float32)
+    trees = []
+    for remat in (False, True):
+        fn = nets_factory.get_network_fn("cait_xxs24_224", 10, remat=remat, **SMALL)
+        trees.append(jax.eval_shape(fn.init, jax.random.key(0), images))
+    assert jax.tree.map(jnp.shape, trees[0]) == jax.tree.map(jnp.shape, trees[1])
+    loss = lambda p, x: jnp.sum(fn.apply({"params": p}, x)[0])  # noqa: E731
+    gradient = jax.make_jaxpr(jax.grad(loss))(trees[1]["params"], images)
+    assert [e.primitive.name for e in equations(gradient.jaxpr)].count("remat2") == 4

@@ -197,7 +197,7 @@ class Cait(nn.Module):
         end_points = {}
         init = nn.initializers.truncated_normal(0.02)
         x, _, _ = embed_patches(self, x, grid, 0, init)
-        x = end_points["stem"] = x
+        end_points["stem"] = x
         block = partial(
             checkpointed(Block, self.remat, takes_train=True),
             self.num_heads,

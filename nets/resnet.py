@@ -227,6 +227,12 @@ def _is_pre_activation(block_cls) -> bool:
     return getattr(getattr(block_cls, "func", block_cls), "pre_activation", False)
 
 
+def _pools(block_cls) -> bool:
+    """Whether the blocks average-pool inside (ResNeSt's, Res2Net's), padded as the network's
+    3x3 convolutions: they then take the network's `padding`."""
+    return getattr(getattr(block_cls, "func", block_cls), "pools", False)
+
+
 class ResNet(nn.Module):
     """ResNet for ImageNet-sized inputs.
 
@@ -251,6 +257,9 @@ class ResNet(nn.Module):
     # BatchNorm and ReLU, before the stem convolution (timm's `stem_type='deep'` is (32, 32),
     # 'deep_tiered' (24, 32)); () for the single stem convolution.
     stem_widths: Sequence[int] = ()
+    # The stem convolution's width; None: `num_filters` (timm's ResNeSt-*e: 128 after a deep
+    # stem of 64 and 64, where the first stage is 64 wide).
+    stem_features: int | None = None
     # Projection shortcuts average-pool before their 1x1 convolution, which then has stride 1
     # (ResNet-D; timm's `avg_down`).
     avg_down: bool = False
@@ -291,7 +300,7 @@ class ResNet(nn.Module):
             x = conv(width, (k, k), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
             x = self.act(norm(name=f"stem_bn_{i}")(x))
         x = conv(
-            self.num_filters,
+            self.stem_features or self.num_filters,
             (k, k),
             (1, 1) if self.stem_widths else strides,
             padding=[(k // 2, k // 2)] * 2,
@@ -308,6 +317,8 @@ class ResNet(nn.Module):
         block = self.blocks()
         if pre_activation:
             block = partial(block, use_bias=self.bias_without_norm)
+        if _pools(self.block_cls):
+            block = partial(block, padding=self.padding)
         if self.avg_down:
             if pre_activation:
                 raise ValueError("avg_down=True: pre-activation blocks have no such shortcut")

@@ -83,21 +83,21 @@ def test_logits_are_the_references(case):
 @pytest.mark.parametrize("case", ["resnest_2s1x", "res2net_4s"])
 def test_the_pools_count_the_padding_as_timms(case, monkeypatch):
     """The blocks' 3x3 average pools (ResNeSt's avd, Res2Net's last split) divide by 9 at the
-    border, as timm's `AvgPool2d(3, s, 1)`: not counting the padding breaks parity."""
+    border, as timm's `AvgPool2d(3, s, 1)`: not counting the padding breaks parity (1.1 and 0.31
+    relative)."""
     for module in (resnest, res2net):
         monkeypatch.setattr(module, "avg_pool", partial(avg_pool, count_include_pad=False))
     assert _error(case, padding="SYMMETRIC") > 1e-3
 
 
-@pytest.mark.parametrize("case", ["resnest_2s1x", "res2net_4s"])
-def test_the_padding_is_timms(case):
+def test_the_padding_is_timms():
     """TensorFlow's SAME padding (our default, of convolutions and pools alike) computes another
-    function with these weights."""
-    assert _error(case, padding="SAME") > 1e-2
+    function with these weights (0.87 relative; 0.52 on res2net_4s)."""
+    assert _error("resnest_2s1x", padding="SAME") > 1e-2
 
 
 def test_the_pool_placement_matters():
     """ResNeSt's avd pool before the split attention (`avd_first`, resnest50d_4s2x40d's) or
-    after it (resnest50d's) are different networks for the same weights."""
+    after it (resnest50d's) are different networks for the same weights (1.0 relative)."""
     block = partial(ResNeStBottleneck, radix=2, cardinality=2, base_width=32, avd_first=False)
     assert _error("resnest_4s2x_e", block_cls=block, padding="SYMMETRIC") > 1e-2

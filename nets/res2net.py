@@ -18,9 +18,9 @@ from typing import ClassVar
 import flax.linen as nn
 import jax.numpy as jnp
 
-from nets.layers import ModuleDef, avg_pool, drop_path
+from nets.layers import ModuleDef, avg_pool
 from nets.layers import padding as pad
-from nets.resnet import ResNet, projection_shortcut
+from nets.resnet import ResNet, add_shortcut
 
 
 class Res2NetBottleneck(nn.Module):
@@ -47,7 +47,6 @@ class Res2NetBottleneck(nn.Module):
     def __call__(self, x):
         width = math.floor(self.filters * self.base_width / 64) * self.cardinality
         first = self.strides != (1, 1) or x.shape[-1] != self.filters * 4
-        residual = x
         y = self.act(self.norm(name="bn1")(self.conv(width * self.scale, (1, 1), name="conv1")(x)))
         splits = jnp.split(y, self.scale, axis=-1)
         outs = []
@@ -65,12 +64,7 @@ class Res2NetBottleneck(nn.Module):
             outs.append(last)
         y = self.conv(self.filters * 4, (1, 1), name="conv3")(jnp.concatenate(outs, axis=-1))
         y = self.norm(scale_init=nn.initializers.zeros_init(), name="bn3")(y)
-        if residual.shape != y.shape:
-            residual = projection_shortcut(
-                residual, self.filters * 4, self.strides, self.conv, self.norm, self.avg_down
-            )
-        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
-        return self.act(residual + y)
+        return add_shortcut(self, y, x)
 
 
 def _res2net(stage_sizes, base_width, scale, cardinality=1, **network) -> ModuleDef:

@@ -18,9 +18,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import ModuleDef, avg_pool, drop_path, make_divisible
+from nets.layers import ModuleDef, avg_pool, make_divisible
 from nets.layers import padding as pad
-from nets.resnet import ResNet, projection_shortcut
+from nets.resnet import ResNet, add_shortcut
 
 
 class SplitAttention(nn.Module):
@@ -89,7 +89,6 @@ class ResNeStBottleneck(nn.Module):
         width = int(self.filters * self.base_width / 64) * self.cardinality
         pool_strides = self.strides if self.avd and self.strides != (1, 1) else None
         pool = partial(avg_pool, window_shape=(3, 3), strides=pool_strides, padding=self.padding)
-        residual = x
         y = self.act(self.norm(name="bn1")(self.conv(width, (1, 1), name="conv1")(x)))
         if pool_strides and self.avd_first:
             y = pool(y)
@@ -107,12 +106,7 @@ class ResNeStBottleneck(nn.Module):
             y = pool(y)
         y = self.conv(self.filters * 4, (1, 1), name="conv3")(y)
         y = self.norm(scale_init=nn.initializers.zeros_init(), name="bn3")(y)
-        if residual.shape != y.shape:
-            residual = projection_shortcut(
-                residual, self.filters * 4, self.strides, self.conv, self.norm, self.avg_down
-            )
-        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
-        return self.act(residual + y)
+        return add_shortcut(self, y, x)
 
 
 # timm's: ResNet-D's deep stem (32, 32 -> 64; `*e`: 64, 64 -> 128) and averaging shortcuts.

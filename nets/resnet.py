@@ -65,6 +65,19 @@ def projection_shortcut(
     return norm(name="norm_proj")(x)
 
 
+def add_shortcut(block: nn.Module, y: jax.Array, x: jax.Array) -> jax.Array:
+    """A bottleneck's end: `act(shortcut(x) + drop_path(y))` for its input `x` and branch `y`,
+    the shortcut a projection (`projection_shortcut`, with the block's `avg_down`) where their
+    shapes differ. `block`: its fields `strides`, `conv`, `norm`, `act`, `avg_down`,
+    `drop_path_rate`, `deterministic`; the call is in its `__call__`."""
+    if x.shape != y.shape:
+        x = projection_shortcut(
+            x, y.shape[-1], block.strides, block.conv, block.norm, block.avg_down
+        )
+    y = drop_path(block, y, block.drop_path_rate, not block.deterministic)
+    return block.act(x + y)
+
+
 class EfficientChannelAttention(nn.Module):
     """ECA's gate: `x * sigmoid(conv1d(mean(x)))`, a 1-D convolution without bias across the
     pooled channels, its kernel size `k` from their number `c` (odd, at least 3, nearest to
@@ -169,7 +182,6 @@ class BottleneckResNetBlock(nn.Module):
     @nn.compact
     def __call__(self, x):
         width = self.filters * self.width_per_group // 64 * self.groups
-        residual = x
         y = self.conv(width, (1, 1))(x)
         y = self.norm()(y)
         y = self.act(y)
@@ -180,12 +192,7 @@ class BottleneckResNetBlock(nn.Module):
         y = self.norm(scale_init=nn.initializers.zeros_init())(y)
         if (gate := channel_attention(self.attention, y.shape[-1], self.conv, y.dtype)) is not None:
             y = gate(y)
-        if residual.shape != y.shape:
-            residual = projection_shortcut(
-                residual, self.filters * 4, self.strides, self.conv, self.norm, self.avg_down
-            )
-        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
-        return self.act(residual + y)
+        return add_shortcut(self, y, x)
 
 
 class PreActBottleneckBlock(nn.Module):

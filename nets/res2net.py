@@ -11,37 +11,23 @@ stem and averaging shortcuts.
 """
 
 import math
-from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from nets.layers import ModuleDef, avg_pool
-from nets.layers import padding as pad
-from nets.resnet import ResNet, add_shortcut
+from nets.resnet import PoolingBottleneck, ResNet, add_shortcut
 
 
-class Res2NetBottleneck(nn.Module):
+class Res2NetBottleneck(PoolingBottleneck):
     """1x1 -> `scale` hierarchical 3x3 splits -> 1x1 with `4 * filters` outputs; each split
     `floor(filters * base_width / 64) * cardinality` wide, its convolution in `cardinality`
     groups (Res2NeXt). timm's names: `conv1`, `bn1`, `convs_i`, `bns_i`, `conv3`, `bn3`."""
 
-    pools: ClassVar[bool] = True
-
-    filters: int
-    conv: ModuleDef
-    norm: ModuleDef
-    act: Callable
-    strides: tuple[int, int] = (1, 1)
     scale: int = 4
     base_width: int = 26
     cardinality: int = 1
-    padding: pad.PaddingLike = "SAME"  # of the last split's pool: the network's
-    avg_down: bool = False
-    drop_path_rate: float = 0.0
-    deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):

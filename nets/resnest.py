@@ -12,15 +12,13 @@ the convolution (`avd`), before it (`avd_first`) or after.
 
 from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from nets.layers import ModuleDef, avg_pool, make_divisible
-from nets.layers import padding as pad
-from nets.resnet import ResNet, add_shortcut
+from nets.resnet import PoolingBottleneck, ResNet, add_shortcut
 
 
 class SplitAttention(nn.Module):
@@ -60,29 +58,18 @@ class SplitAttention(nn.Module):
         return (splits * a).sum(axis=3)
 
 
-class ResNeStBottleneck(nn.Module):
+class ResNeStBottleneck(PoolingBottleneck):
     """1x1 -> split attention 3x3 -> 1x1 with `4 * filters` outputs; inner width
     `int(filters * base_width / 64) * cardinality`. With `avd`, a strided block pools 3x3 at its
     stride (padding counted, timm's `AvgPool2d(3, s, 1)`) before or after the split attention,
     which then runs at stride 1. Unlike timm's block, whose drop path applies (by a slip) to the
     shortcut's input, drop path applies to the residual branch, as in every other block."""
 
-    pools: ClassVar[bool] = True
-
-    filters: int
-    conv: ModuleDef
-    norm: ModuleDef
-    act: Callable
-    strides: tuple[int, int] = (1, 1)
     radix: int = 2
     cardinality: int = 1
     base_width: int = 64
     avd: bool = True
     avd_first: bool = False
-    padding: pad.PaddingLike = "SAME"  # of the avd pool: the network's (`ResNet.padding`)
-    avg_down: bool = False
-    drop_path_rate: float = 0.0
-    deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):

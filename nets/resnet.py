@@ -195,6 +195,23 @@ class BottleneckResNetBlock(nn.Module):
         return add_shortcut(self, y, x)
 
 
+class PoolingBottleneck(nn.Module):
+    """The fields `ResNet` gives a block that average-pools inside (ResNeSt's and Res2Net's
+    bottlenecks subclass it): its own, and the network's `padding` for its pools."""
+
+    pools: ClassVar[bool] = True
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+    padding: str = "SAME"  # the network's (`ResNet.padding`), of the pools as of its convolutions
+    avg_down: bool = False
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
+
+
 class PreActBottleneckBlock(nn.Module):
     """Pre-activation bottleneck (ResNet v2): BN-ReLU before each convolution, clean identity path.
 

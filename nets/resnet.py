@@ -18,6 +18,8 @@
 - Channel attention on the bottleneck's output (`attention`), as timm places it: squeeze-and-excite
   (Hu et al. 2018, arXiv:1709.01507; timm's `seresnet*`, `seresnext*`) or ECA (Wang et al. 2020,
   arXiv:1910.03151; timm's `ecaresnet*`).
+- Other bottlenecks in the same network: ResNeSt's split attention (`nets.resnest`) and Res2Net's
+  hierarchical splits (`nets.res2net`), on `PoolingBottleneck`'s fields.
 """
 
 import math

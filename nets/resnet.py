@@ -18,6 +18,8 @@
 - Channel attention on the bottleneck's output (`attention`), as timm places it: squeeze-and-excite
   (Hu et al. 2018, arXiv:1709.01507; timm's `seresnet*`, `seresnext*`) or ECA (Wang et al. 2020,
   arXiv:1910.03151; timm's `ecaresnet*`).
+- Other bottlenecks in the same network: ResNeSt's split attention (`nets.resnest`) and Res2Net's
+  hierarchical splits (`nets.res2net`), on `PoolingBottleneck`'s fields.
 """
 
 import math
@@ -63,6 +65,19 @@ def projection_shortcut(
         strides = (1, 1)
     x = conv(features, (1, 1), strides, name="conv_proj")(x)
     return norm(name="norm_proj")(x)
+
+
+def add_shortcut(block: nn.Module, y: jax.Array, x: jax.Array) -> jax.Array:
+    """A bottleneck's end: `act(shortcut(x) + drop_path(y))` for its input `x` and branch `y`,
+    the shortcut a projection (`projection_shortcut`, with the block's `avg_down`) where their
+    shapes differ. `block`: its fields `strides`, `conv`, `norm`, `act`, `avg_down`,
+    `drop_path_rate`, `deterministic`; the call is in its `__call__`."""
+    if x.shape != y.shape:
+        x = projection_shortcut(
+            x, y.shape[-1], block.strides, block.conv, block.norm, block.avg_down
+        )
+    y = drop_path(block, y, block.drop_path_rate, not block.deterministic)
+    return block.act(x + y)
 
 
 class EfficientChannelAttention(nn.Module):
@@ -169,7 +184,6 @@ class BottleneckResNetBlock(nn.Module):
     @nn.compact
     def __call__(self, x):
         width = self.filters * self.width_per_group // 64 * self.groups
-        residual = x
         y = self.conv(width, (1, 1))(x)
         y = self.norm()(y)
         y = self.act(y)
@@ -180,12 +194,24 @@ class BottleneckResNetBlock(nn.Module):
         y = self.norm(scale_init=nn.initializers.zeros_init())(y)
         if (gate := channel_attention(self.attention, y.shape[-1], self.conv, y.dtype)) is not None:
             y = gate(y)
-        if residual.shape != y.shape:
-            residual = projection_shortcut(
-                residual, self.filters * 4, self.strides, self.conv, self.norm, self.avg_down
-            )
-        y = drop_path(self, y, self.drop_path_rate, not self.deterministic)
-        return self.act(residual + y)
+        return add_shortcut(self, y, x)
+
+
+class PoolingBottleneck(nn.Module):
+    """The fields `ResNet` gives a block that average-pools inside (ResNeSt's and Res2Net's
+    bottlenecks subclass it): its own, and the network's `padding` for its pools."""
+
+    pools: ClassVar[bool] = True
+
+    filters: int
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+    strides: tuple[int, int] = (1, 1)
+    padding: str = "SAME"  # the network's (`ResNet.padding`), of the pools as of its convolutions
+    avg_down: bool = False
+    drop_path_rate: float = 0.0
+    deterministic: bool = True
 
 
 class PreActBottleneckBlock(nn.Module):
@@ -227,6 +253,12 @@ def _is_pre_activation(block_cls) -> bool:
     return getattr(getattr(block_cls, "func", block_cls), "pre_activation", False)
 
 
+def _pools(block_cls) -> bool:
+    """Whether the blocks average-pool inside (ResNeSt's, Res2Net's), padded as the network's
+    3x3 convolutions: they then take the network's `padding`."""
+    return getattr(getattr(block_cls, "func", block_cls), "pools", False)
+
+
 class ResNet(nn.Module):
     """ResNet for ImageNet-sized inputs.
 
@@ -251,6 +283,9 @@ class ResNet(nn.Module):
     # BatchNorm and ReLU, before the stem convolution (timm's `stem_type='deep'` is (32, 32),
     # 'deep_tiered' (24, 32)); () for the single stem convolution.
     stem_widths: Sequence[int] = ()
+    # The stem convolution's width; None: `num_filters` (timm's ResNeSt-*e: 128 after a deep
+    # stem of 64 and 64, where the first stage is 64 wide).
+    stem_features: int | None = None
     # Projection shortcuts average-pool before their 1x1 convolution, which then has stride 1
     # (ResNet-D; timm's `avg_down`).
     avg_down: bool = False
@@ -291,7 +326,7 @@ class ResNet(nn.Module):
             x = conv(width, (k, k), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
             x = self.act(norm(name=f"stem_bn_{i}")(x))
         x = conv(
-            self.num_filters,
+            self.stem_features or self.num_filters,
             (k, k),
             (1, 1) if self.stem_widths else strides,
             padding=[(k // 2, k // 2)] * 2,
@@ -308,6 +343,8 @@ class ResNet(nn.Module):
         block = self.blocks()
         if pre_activation:
             block = partial(block, use_bias=self.bias_without_norm)
+        if _pools(self.block_cls):
+            block = partial(block, padding=self.padding)
         if self.avg_down:
             if pre_activation:
                 raise ValueError("avg_down=True: pre-activation blocks have no such shortcut")

@@ -33,6 +33,7 @@ from nets_weights import (
     nfnet,
     pvt_v2,
     regnet,
+    resnest,
     resnet,
     resnet_v2,
     swin,
@@ -71,6 +72,7 @@ class Pretrained:
 # One table per family (`nets_weights/<family>.py`), merged.
 ARCHITECTURES: dict[str, Architecture] = {
     **resnet.ARCHITECTURES,
+    **resnest.ARCHITECTURES,
     **convnext.ARCHITECTURES,
     **resnet_v2.ARCHITECTURES,
     **vgg.ARCHITECTURES,

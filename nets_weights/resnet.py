@@ -8,7 +8,8 @@ Their keys are the same: `conv1`, `bn1`, `layer{stage}.{block}.conv{k}` / `bn{k}
 with `n` counted over the whole network, `Dense_0`. timm's deep stem is one `conv1` sequence
 (`conv1.0`, `.1` its BatchNorm, `.3`, `.4`, then `.6`: our `stem_conv_{i}`, `stem_bn_{i}`,
 `conv_init`), its averaging shortcut `downsample.{1,2}` (`.0` is the pooling), and a block's
-gate `se.fc1` / `se.fc2` (squeeze-and-excite) or `se.conv` (ECA), ours by the same names.
+gate `se.fc1` / `se.fc2` (squeeze-and-excite) or `se.conv` (ECA), ours by the same names, as
+are ResNeSt's and Res2Net's blocks' layers (`nets_weights.resnest`).
 """
 
 import re
@@ -34,33 +35,37 @@ def layout(module: ResNet, classifier: str = "fc") -> Layout:
     def source(path: tuple[str, ...]) -> str:
         if len(path) == 1 and path[0] in stem:
             return stem[path[0]]
-        block, layer, *gate = path
+        block, layer, *inner = path
         stage, j = blocks[int(block.rsplit("_", 1)[1])]
-        if layer == "se":
-            return f"layer{stage}.{j}.se.{gate[0]}"
         if layer in in_block:
             return f"layer{stage}.{j}.{in_block[layer]}"
-        kind, index = re.fullmatch(r"(Conv|BatchNorm)_(\d+)", layer).groups()
-        return f"layer{stage}.{j}.{'conv' if kind == 'Conv' else 'bn'}{int(index) + 1}"
+        if numbered := re.fullmatch(r"(Conv|BatchNorm)_(\d+)", layer):
+            kind, index = numbered.groups()
+            return f"layer{stage}.{j}.{'conv' if kind == 'Conv' else 'bn'}{int(index) + 1}"
+        # Layers named as timm's: the gates (`se/fc1`), ResNeSt's split attention
+        # (`conv2/fc1`), Res2Net's lists (`convs_0`: `convs.0`).
+        return ".".join((f"layer{stage}.{j}", re.sub(r"_(\d+)$", r".\1", layer), *inner))
 
     return source
 
 
-def _architecture(network: str) -> Architecture:
-    # torchvision's and timm's ResNets pad 3x3 convolutions and the stem pool on both sides.
+def timm_architecture(network: str, **preprocessing) -> Architecture:
+    """torchvision's and timm's ResNets pad 3x3 convolutions and the stem pool on both sides;
+    `preprocessing`: the weights' where they are not torchvision's ResNets'."""
     return Architecture(
         network,
         {"padding": "SYMMETRIC"},
         layout,
         head=("Dense_0",),
         source_head="fc",
+        preprocessing=preprocessing,
     )
 
 
 # timm's and torchvision's names, which are ours too. Slim's resnet_v1_* are not here: Slim
 # strides the last block of a stage, these networks its first.
 ARCHITECTURES = {
-    name: _architecture(name)
+    name: timm_architecture(name)
     for name in (
         "resnet18",
         "resnet34",

@@ -430,6 +430,9 @@ GRADIENT_CASES = {
     # ECA's gates
     "seresnext26d_32x4d": {"num_filters": 16, "stage_sizes": (1, 2), "stem_widths": (8, 8)},
     "ecaresnet26t": {"num_filters": 8, "stage_sizes": (1, 2), "stem_widths": (6, 8)},
+    # Res2Net's splits (ResNeSt's split attention: tests/test_resnest.py, a bias of which
+    # BatchNorm cancels in training)
+    "res2net50d": {"num_filters": 8, "stage_sizes": (1, 1), "stem_widths": (4, 4)},
 }
 
 

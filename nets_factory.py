@@ -43,6 +43,7 @@ from nets import (
     inception_v3,
     inception_v4,
     lenet,
+    levit,
     maxvit,
     metaformer,
     mlp_mixer,
@@ -354,6 +355,13 @@ networks_map: dict[str, functools.partial] = {
     "tiny_vit_21m_224": tiny_vit.tiny_vit_21m_224,
     "tiny_vit_21m_384": tiny_vit.tiny_vit_21m_384,
     "tiny_vit_21m_512": tiny_vit.tiny_vit_21m_512,
+    # LeViT (Graham et al. 2021): convolutional stem, attention with per-offset biases and
+    # BatchNormed projections, subsampling attention between stages, two averaged heads.
+    "levit_128s": levit.levit_128s,
+    "levit_128": levit.levit_128,
+    "levit_192": levit.levit_192,
+    "levit_256": levit.levit_256,
+    "levit_384": levit.levit_384,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

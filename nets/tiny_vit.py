@@ -79,13 +79,16 @@ _INIT = nn.initializers.truncated_normal(0.02)
 gelu = partial(nn.gelu, approximate=False)  # torch.nn.GELU's default
 
 
-def attention_bias_index(window: int) -> np.ndarray:
-    """`[N, N]` (N = w * w): the column of a head's biases for tokens `i` and `j` of a window,
-    `|dh| * w + |dw|` for their offset `(dh, dw)`: timm's `attention_bias_idxs`, which numbers the
-    offsets in the order they first appear from token 0, row-major."""
-    coords = np.stack(np.meshgrid(np.arange(window), np.arange(window), indexing="ij"))
-    offsets = np.abs(coords.reshape(2, -1)[:, :, None] - coords.reshape(2, -1)[:, None, :])
-    return offsets[0] * window + offsets[1]
+def attention_bias_index(window: int | tuple[int, int], stride: int = 1) -> np.ndarray:
+    """`[Q, N]` (N = h * w tokens of an `(h, w)` map, or `w * w` of a square window; Q the
+    tokens every `stride`-th row and column keep): the column of a head's biases for query `i`
+    and key `j`, `|dh| * w + |dw|` for their offset `(dh, dw)`: timm's `attention_bias_idxs`
+    (TinyViT's and LeViT's; LeViT's subsampling attention queries with `stride` 2)."""
+    height, width = (window, window) if isinstance(window, int) else window
+    keys = np.stack(np.meshgrid(np.arange(height), np.arange(width), indexing="ij"))
+    queries = keys[:, ::stride, ::stride]
+    offsets = np.abs(queries.reshape(2, -1)[:, :, None] - keys.reshape(2, -1)[:, None, :])
+    return offsets[0] * width + offsets[1]
 
 
 class Attention(nn.Module):

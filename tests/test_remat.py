@@ -138,6 +138,12 @@ TINY = {
         3,
         16,
     ),
+    # A LeViT block, then the subsampling attention with its MLP and one more block.
+    "levit_128s": (
+        {"embed_dims": (16, 24), "depths": (1, 1), "num_heads": (2, 3), "key_dim": 8},
+        3,
+        32,
+    ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},

@@ -43,6 +43,7 @@ SAME_NAMES = [
         for w in ("16_192to256", "24_192to384")
     ],
     *[f"tiny_vit_{s}" for s in ("5m_224", "11m_224", "21m_224", "21m_384", "21m_512")],
+    *[f"levit_{s}" for s in ("128s", "128", "192", "256", "384")],
     *[
         f"maxvit_{s}_tf_{r}"
         for s in ("tiny", "small", "base", "large", "xlarge")

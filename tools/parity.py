@@ -43,11 +43,12 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
     the blocks would go unseen. So are the scales of ConvNeXt V2's global response norms
     (initially zero: the identity), and NFNets' gains: of the standardised convolutions (the
     last of a block starts at zero without skip-init) and DeepMind's skip-init gains (zero).
-    TinyViT's per-offset attention biases (initially zero, where their indexing would not show)
-    are drawn ~N(0, 1). (Networks without LayerNorm or layer scales draw as before.)"""
+    TinyViT's and LeViT's per-offset attention biases (initially zero, where their indexing would
+    not show) are drawn ~N(0, 1); BatchNorm1d (LeViT's) as BatchNorm2d. (Networks without
+    LayerNorm or layer scales draw as before.)"""
     with torch.no_grad():
         for module in model.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
+            if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
                 module.weight.uniform_(0.5, 1.5, generator=generator)
                 module.bias.normal_(0.0, 0.1, generator=generator)
                 module.momentum = None  # cumulative averages over the calibration passes
@@ -58,7 +59,7 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
         for name, tensor in model.named_parameters():
             if name.rpartition(".")[2] in ("gamma", "layer_scale", "gain", "skipinit_gain"):
                 tensor.uniform_(0.5, 1.5, generator=generator)
-            elif name.endswith("attention_biases"):  # TinyViT's, initially zero
+            elif name.endswith("attention_biases"):  # TinyViT's and LeViT's, initially zero
                 tensor.normal_(0.0, 1.0, generator=generator)
         for module in model.modules():  # ConvNeXt V2's GRN: at its initial 0, the identity
             if type(module).__name__ == "GlobalResponseNorm":

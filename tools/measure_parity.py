@@ -24,6 +24,12 @@ IMAGE_SIZES |= {
     for size in ("tiny", "small", "base", "large", "xlarge")
     for res in (224, 384, 512)
 }
+# LeViT's attention biases are made for its 224 px maps: it runs (and calibrates) at 224 alone.
+IMAGE_SIZES |= {
+    f"levit_{mode}{size}": (224, 224)
+    for mode in ("", "conv_")
+    for size in ("128s", "128", "192", "256", "384")
+}
 
 # timm's MLP-Mixer family takes its 224 px patch grid alone; its classifier starts at zero and
 # gMLP's and gMixer's gates near it: `fixtures_mlp_mixer.nontrivial` draws them first.

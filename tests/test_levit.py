@@ -11,6 +11,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets.tiny_vit import attention_bias_index
+from tests.helpers import numpy_variables
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`,
 # `LevitDistilled`: both heads). A block of width c, h heads of key width k, values 2k: `qkv`
@@ -87,13 +88,16 @@ def test_bad_configurations_are_one_line():
             jax.eval_shape(fn.init, jax.random.key(0), x)
 
 
-@pytest.mark.slow  # compiles a training step
+@pytest.mark.slow  # compiles a training step (2 s)
 def test_gradient_reaches_every_parameter():
-    # Training mode (batch statistics over the tokens): the stem, the biases' tables, both
-    # attentions, the MLPs and both heads all learn.
-    fn = nets_factory.get_network_fn("levit_128s", 10, is_training=True, **SMALL)
-    images = jax.random.normal(jax.random.key(1), (2, 48, 48, 3))
-    variables = fn.init(jax.random.key(0), images)
+    # Training mode (batch statistics over the tokens) on a block at 2x2 tokens and a
+    # subsampling attention to 1x1 (one query over four keys; a block there would have one key,
+    # whose softmax is constant): the stem, the tables, both attentions, the MLPs and both heads
+    # all learn.
+    small = {**SMALL, "depths": (1, 0)}
+    fn = nets_factory.get_network_fn("levit_128s", 10, is_training=True, **small)
+    images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+    variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     params = jax.tree.map(lambda p: p + 0.1, variables["params"])  # no zero tables
 
     def loss(params):

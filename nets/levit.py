@@ -61,6 +61,7 @@ from nets.layers import (
     global_avg_pool,
 )
 from nets.layers.drop_path import check_drop_path_rate
+from nets.layers.layer_depth import stage_block_index
 from nets.layers.padding import PaddingLike, smallest_input
 from nets.tiny_vit import attention_bias_index
 
@@ -229,6 +230,16 @@ class Levit(nn.Module):
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's map (`nets.features`)."""
         return {f"stage{i + 1}": 16 * 2**i for i in range(len(self.depths))}
+
+    def layer_id(self, path: tuple[str, ...]) -> int:
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (timm's `group_matcher`): 0 for the stem, `1 + n` for the network's block `n` (a stage's
+        subsampling attention and its MLP with its first block), both heads last."""
+        if path[0] == "stem":
+            return 0
+        if path[0].startswith("stages_"):
+            return 1 + stage_block_index(self.depths, path)
+        return sum(self.depths) + 1
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

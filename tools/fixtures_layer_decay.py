@@ -27,6 +27,7 @@ NETWORKS = [
     "pvt_v2_b0",
     "tiny_vit_5m_224",
     "cait_xxs24_224",
+    "levit_128s",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

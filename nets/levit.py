@@ -199,10 +199,10 @@ class Levit(nn.Module):
 
     Returns `(logits, end_points)`: logits `[batch, num_classes]` (the mean of the two heads'),
     or the mean token `[batch, embed_dims[-1]]` when `num_classes` is 0 or None. Parameter names
-    are timm's: `stem/conv{1..4}/{linear,bn}`, `stages_{i}/downsample/{attn_downsample/{kv,q,
-    proj,attention_biases},mlp/{ln1,ln2}}`, `stages_{i}/blocks_{j}/{attn/{qkv,proj,
-    attention_biases},mlp/{ln1,ln2}}` (each `LinearNorm` a `Dense_0` and `bn`), `head`,
-    `head_dist` (`bn`, `linear`).
+    are timm's (`proj` and `q` for its `proj.ln` and `q.ln`): `stem/conv{1..4}/{linear,bn}`,
+    `stages_{i}/downsample/{attn_downsample/{kv,q,proj,attention_biases},mlp/{ln1,ln2}}`,
+    `stages_{i}/blocks_{j}/{attn/{qkv,proj,attention_biases},mlp/{ln1,ln2}}` (each `LinearNorm`
+    a `linear` and a `bn`), `head`, `head_dist` (`bn`, `linear`).
     """
 
     default_image_size: int = 224  # the weights' (the biases' tables are the 14x14 map's)

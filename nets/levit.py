@@ -29,9 +29,11 @@ Where this differs from timm's `LevitDistilled`:
   tables zero (timm's), every BatchNorm scale one, where timm starts those after `proj` and
   the MLPs' `ln2` at zero.
 - `drop_path_rate` is the same for every residual branch (timm's: no linear schedule), training
-  only; `dropout_rate` (timm's `drop_rate`) before each head's dense layer. timm's conv mode
-  (`levit_conv_*`: 1x1 convolutions on NCHW maps, the same numbers in other tensor layouts) and
-  its undistilled and stride-8 experiments, which have no published weights, are not built.
+  only; `dropout_rate` (timm's `drop_rate`) before each head's dense layer.
+- timm's conv mode (`levit_conv_*`: 1x1 convolutions on NCHW maps, the same function) is no
+  network of its own: its files load into these (`nets_weights.levit`). Its undistilled, wider,
+  deeper and stride-8 experiments (`levit_512`, `levit_256d`, `levit_384_s8`, ...), without
+  published weights, are not built.
 
 MACs count the attention products (queries x keys x (key_dim + value width) per head), as
 torch's `FlopCounterMode` on timm's networks; BatchNorm, as everywhere, is not counted.

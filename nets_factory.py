@@ -34,6 +34,7 @@ from nets import (
     cifarnet,
     convnext,
     densenet,
+    efficientformer,
     efficientnet,
     eva,
     inception_resnet_v2,
@@ -321,6 +322,11 @@ networks_map: dict[str, functools.partial] = {
     "tiny_vit_21m_224": tiny_vit.tiny_vit_21m_224,
     "tiny_vit_21m_384": tiny_vit.tiny_vit_21m_384,
     "tiny_vit_21m_512": tiny_vit.tiny_vit_21m_512,
+    # EfficientFormer (Li et al. 2022): pooling blocks, then attention blocks with per-offset
+    # head biases in the last stage; a distillation head beside the classifier.
+    "efficientformer_l1": efficientformer.efficientformer_l1,
+    "efficientformer_l3": efficientformer.efficientformer_l3,
+    "efficientformer_l7": efficientformer.efficientformer_l7,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

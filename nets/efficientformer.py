@@ -57,7 +57,6 @@ from nets.layers import (
     drop_path,
 )
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.layers.layer_depth import stage_block_index
 from nets.layers.padding import smallest_input
 from nets.metaformer import pooling
 from nets.tiny_vit import attention_bias_index
@@ -308,14 +307,16 @@ class EfficientFormer(nn.Module):
         return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
 
     def layer_id(self, path: tuple[str, ...]) -> int:
-        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
-        (timm's `group_matcher`): 0 for the stem, `1 + n` for the network's block `n` (a stage's
-        downsampling with its first block), the norm and heads last."""
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay,
+        by timm's `group_matcher` (whole stages, not blocks): 0 for the stem, `1 + i` for stage
+        `i`, the final `norm` with the last stage, the two heads after it."""
         if path[0] == "stem":
             return 0
         if path[0].startswith("stages_"):
-            return 1 + stage_block_index(self.depths, path)
-        return sum(self.depths) + 1
+            return 1 + int(path[0].removeprefix("stages_"))
+        if path[0] == "norm":
+            return len(self.depths)
+        return len(self.depths) + 1
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

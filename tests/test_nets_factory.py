@@ -262,11 +262,12 @@ def assert_evaluation_and_features(name, fields, variables, end_points, macs):
     feat_fn = nets_factory.get_network_fn(name, num_classes=0, **fields)
     images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     (feats, feat_points), feature_macs, _ = traced_apply(feat_fn, variables, images)
-    head = {"logits", "predictions"}
+    head = {"logits", "predictions", "cls_logits", "dist_logits"}  # DeiT's two heads' too
     assert {p: tuple(s.shape) for p, s in feat_points.items()} == {
         point: (1, *shape[1:]) for point, shape in end_points.items() if point not in head
     }
-    assert feats.shape == (1, width) and feature_macs == macs - width * 1000
+    heads = 2 if "dist_logits" in end_points else 1
+    assert feats.shape == (1, width) and feature_macs == macs - heads * width * 1000
     if not any(auxiliary((module,)) for module in variables["params"]):
         return
     # ... and in training, where it makes no auxiliary logits either.

@@ -126,6 +126,19 @@ TINY = {
         3,
         16,
     ),
+    # Pooling blocks, then a pooling and an attention block in the last stage (its map: 2x2).
+    "efficientformer_l1": (
+        {
+            "embed_dims": (8, 8, 8, 16),
+            "depths": (1, 1, 1, 2),
+            "num_heads": 2,
+            "key_dim": 4,
+            "attention_resolution": 2,
+            **XLA_CONVS,
+        },
+        5,
+        64,
+    ),
     # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
     "tiny_vit_5m_224": (
         {

@@ -26,6 +26,7 @@ NETWORKS = [
     "maxvit_tiny_tf_224",
     "pvt_v2_b0",
     "tiny_vit_5m_224",
+    "efficientformer_l1",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

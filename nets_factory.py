@@ -35,6 +35,7 @@ from nets import (
     convnext,
     densenet,
     efficientformer,
+    efficientformer_v2,
     efficientnet,
     eva,
     inception_resnet_v2,
@@ -327,6 +328,12 @@ networks_map: dict[str, functools.partial] = {
     "efficientformer_l1": efficientformer.efficientformer_l1,
     "efficientformer_l3": efficientformer.efficientformer_l3,
     "efficientformer_l7": efficientformer.efficientformer_l7,
+    # EfficientFormerV2 (Li et al. 2022): convolutional stages, attention with talking heads in
+    # the last two, a strided attention downsampling; a distillation head.
+    "efficientformerv2_s0": efficientformer_v2.efficientformerv2_s0,
+    "efficientformerv2_s1": efficientformer_v2.efficientformerv2_s1,
+    "efficientformerv2_s2": efficientformer_v2.efficientformerv2_s2,
+    "efficientformerv2_l": efficientformer_v2.efficientformerv2_l,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

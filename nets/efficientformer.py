@@ -38,7 +38,7 @@ the last stage's tokens as their map: timm's `stages.{i}`), `pre_logits` (the av
 normalised tokens), `cls_logits`, `dist_logits`, `logits`, `predictions`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -71,15 +71,24 @@ class BiasedProduct(nn.Module):
     which `jax.nn.dot_product_attention` refuses); the logits and softmax in float32."""
 
     @nn.compact
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array) -> jax.Array:
-        """`q`, `k`: `[batch, tokens, heads, d]`; `v`: `[batch, tokens, heads, dv]`; `bias`:
-        `[heads, tokens, tokens]` -> `[batch, tokens, heads, dv]`."""
+    def __call__(
+        self,
+        q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        bias: jax.Array,
+        weigh: Callable[[jax.Array], jax.Array] = jax.nn.softmax,
+    ) -> jax.Array:
+        """`q`: `[batch, queries, heads, d]`; `k`: `[batch, keys, heads, d]`; `v`: `[batch, keys,
+        heads, dv]`; `bias`: `[heads, queries, keys]` -> `[batch, queries, heads, dv]`. `weigh`
+        takes the logits `[batch, heads, queries, keys]` to the weights (EfficientFormerV2 mixes
+        the heads before and after the softmax)."""
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        weights = jax.nn.softmax(logits * q.shape[-1] ** -0.5 + bias.astype(jnp.float32))
+        weights = weigh(logits * q.shape[-1] ** -0.5 + bias.astype(jnp.float32))
         return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(v.dtype), v)
 
     @staticmethod
-    def macs(q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array) -> int:
+    def macs(q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, weigh=None) -> int:
         """`q k^T` and `attention v`, as `DotProductAttention.macs` counts them."""
         batch, queries, heads, head_dim = q.shape
         scores = batch * heads * queries * k.shape[1]

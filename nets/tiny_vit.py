@@ -79,12 +79,15 @@ _INIT = nn.initializers.truncated_normal(0.02)
 gelu = partial(nn.gelu, approximate=False)  # torch.nn.GELU's default
 
 
-def attention_bias_index(window: int) -> np.ndarray:
+def attention_bias_index(window: int, query_stride: int = 1) -> np.ndarray:
     """`[N, N]` (N = w * w): the column of a head's biases for tokens `i` and `j` of a window,
     `|dh| * w + |dw|` for their offset `(dh, dw)`: timm's `attention_bias_idxs`, which numbers the
-    offsets in the order they first appear from token 0, row-major."""
+    offsets in the order they first appear from token 0, row-major. With `query_stride` s, the
+    queries are every s-th token of each axis (`[ceil(w / s)^2, N]`: EfficientFormerV2's strided
+    attention, whose queries are the subsampled map's)."""
     coords = np.stack(np.meshgrid(np.arange(window), np.arange(window), indexing="ij"))
-    offsets = np.abs(coords.reshape(2, -1)[:, :, None] - coords.reshape(2, -1)[:, None, :])
+    queries = coords[:, ::query_stride, ::query_stride].reshape(2, -1)
+    offsets = np.abs(queries[:, :, None] - coords.reshape(2, -1)[:, None, :])
     return offsets[0] * window + offsets[1]
 
 

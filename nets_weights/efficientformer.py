@@ -1,5 +1,6 @@
-"""timm's EfficientFormer state dicts (`efficientformer_l1.snap_dist_in1k`, ...), as our
-`nets.efficientformer`.
+"""timm's EfficientFormer and EfficientFormerV2 state dicts (`efficientformer_l1.snap_dist_in1k`,
+`efficientformerv2_s0.snap_dist_in1k`, ...), as our `nets.efficientformer` and
+`nets.efficientformer_v2`.
 
 timm's keys are ours with dots for `stages_{i}` and `blocks_{j}`: `stem.{conv1,norm1,conv2,
 norm2}`, `stages.{i}.downsample.{conv,norm}`, `stages.{i}.blocks.{j}.ls1.gamma` / `mlp.fc1` /
@@ -9,7 +10,14 @@ norm2}`, `stages.{i}.downsample.{conv,norm}`, `stages.{i}.blocks.{j}.ls1.gamma` 
 `norm2` / `mlp.fc1` / `mlp.fc2`, then `norm`, `head`, `head_dist`. `attention_bias_idxs` is a
 buffer the network computes from `attention_resolution`: it is skipped. The distillation head
 is a second classifier over the same classes: under another class count both are replaced.
-The weights expect bicubic resizing, ImageNet's mean and std, a crop of 0.95 (timm's config).
+V2's keys are ours with dots too: `stem.conv{1,2}.{conv,bn}`, `stages.{i}.downsample.conv.{conv,
+bn}`, `stages.3.downsample.attn.{q.local,q.proj,k,v,v_local,proj}` and its `attention_biases`
+(`[heads, R * R]` for the 14x14 keys), `stages.{i}.blocks.{j}.token_mixer.{stride_conv,q,k,v,
+v_local,talking_head1,talking_head2,proj,attention_biases}` (the talking heads' 1x1 convolutions
+`[heads, heads, 1, 1]` fill dense kernels), `ls1.gamma`, `mlp.{fc1,mid,fc2}.{conv,bn}`,
+`ls2.gamma`, then `norm` (a BatchNorm), `head`, `head_dist`; V2's `attention_bias_idxs` are not
+persistent.
+The weights expect bicubic resizing, ImageNet's mean and std, a crop of 0.95 (timm's configs).
 """
 
 import dataclasses
@@ -46,5 +54,13 @@ def _architecture(network: str) -> Architecture:
 # timm's names, which are ours.
 ARCHITECTURES = {
     name: _architecture(name)
-    for name in ("efficientformer_l1", "efficientformer_l3", "efficientformer_l7")
+    for name in (
+        "efficientformer_l1",
+        "efficientformer_l3",
+        "efficientformer_l7",
+        "efficientformerv2_s0",
+        "efficientformerv2_s1",
+        "efficientformerv2_s2",
+        "efficientformerv2_l",
+    )
 }

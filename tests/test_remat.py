@@ -139,6 +139,22 @@ TINY = {
         5,
         64,
     ),
+    # V2: convolutional blocks, the strided and the downsampling attentions (64 px).
+    "efficientformerv2_s0": (
+        {
+            "embed_dims": (8, 8, 16, 16),
+            "depths": (1, 1, 2, 2),
+            "mlp_ratios": ((4,), (4,), (4, 3), (3, 4)),
+            "num_vit": 1,
+            "num_heads": 2,
+            "key_dim": 4,
+            "downsample_key_dim": 4,
+            "default_image_size": 64,
+            **XLA_CONVS,
+        },
+        6,
+        64,
+    ),
     # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
     "tiny_vit_5m_224": (
         {

@@ -15,7 +15,7 @@ from functools import partial
 
 import torch
 from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
-from timm.models import efficientformer  # noqa: E402
+from timm.models import efficientformer, efficientformer_v2  # noqa: E402
 
 SMALL = {"embed_dims": (8, 16, 16, 24), "depths": (1, 1, 2, 2)}
 ATTENTION = {"num_heads": 2, "key_dim": 4}
@@ -30,14 +30,36 @@ def small(num_vit: int, resolution: int) -> torch.nn.Module:
         efficientformer.Attention = original
 
 
+def small_v2() -> torch.nn.Module:
+    """timm's EfficientFormerV2 at 64 px (maps 16, 8, 4, 2): stage 3 attends over its 4x4 map
+    strided to 2x2, stage 4's downsampling from 4x4 keys; 2 heads of 4-channel keys there too."""
+    v2, patched = efficientformer_v2, ("Attention2d", "Attention2dDownsample")
+    originals = {name: getattr(v2, name) for name in patched}
+    for name in patched:
+        setattr(v2, name, partial(originals[name], **ATTENTION))
+    try:
+        return v2.EfficientFormerV2(num_classes=10, img_size=64, num_vit=1, **SMALL_V2)
+    finally:
+        for name, original in originals.items():
+            setattr(v2, name, original)
+
+
+SMALL_V2 = {
+    "embed_dims": (8, 8, 16, 16),
+    "depths": (1, 1, 2, 2),
+    "mlp_ratios": ((4,), (4,), (4, 3), (3, 4)),
+}
+
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
 # matching `load_pretrained` keyword arguments (SMALL, ATTENTION, num_vit and the resolution).
 CASES = {
     "efficientformer": ("efficientformer_l1", lambda: small(1, 2), 48),
     "efficientformer_all_vit": ("efficientformer_l1", lambda: small(2, 2), 56),
+    "efficientformer_v2": ("efficientformerv2_s0", small_v2, 64),
 }
 
 NAMES = ["efficientformer_l1", "efficientformer_l3", "efficientformer_l7"]
+NAMES += [f"efficientformerv2_{size}" for size in ("s0", "s1", "s2", "l")]
 
 if __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():

@@ -27,6 +27,7 @@ NETWORKS = [
     "pvt_v2_b0",
     "tiny_vit_5m_224",
     "efficientformer_l1",
+    "efficientformerv2_s0",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

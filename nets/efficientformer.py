@@ -267,6 +267,16 @@ class Downsample(nn.Module):
         return conv_norm(x, self.features, self.conv, self.norm, ("conv", "norm"))
 
 
+def stage_layer_id(stages: int, path: tuple[str, ...]) -> int:
+    """timm's `group_matcher` depths of both EfficientFormers (whole stages, not blocks): 0 for
+    the stem, `1 + i` for stage `i`, the final `norm` with the last stage, the heads after it."""
+    if path[0] == "stem":
+        return 0
+    if path[0].startswith("stages_"):
+        return 1 + int(path[0].removeprefix("stages_"))
+    return stages + (path[0] != "norm")
+
+
 class EfficientFormer(nn.Module):
     """EfficientFormer (v1) with stages of `depths` blocks, `embed_dims[i]` wide, the last
     `num_vit` blocks of the last stage attention blocks.
@@ -316,16 +326,9 @@ class EfficientFormer(nn.Module):
         return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
 
     def layer_id(self, path: tuple[str, ...]) -> int:
-        """The depth of the parameter under module `path`, for layer-wise learning-rate decay,
-        by timm's `group_matcher` (whole stages, not blocks): 0 for the stem, `1 + i` for stage
-        `i`, the final `norm` with the last stage, the two heads after it."""
-        if path[0] == "stem":
-            return 0
-        if path[0].startswith("stages_"):
-            return 1 + int(path[0].removeprefix("stages_"))
-        if path[0] == "norm":
-            return len(self.depths)
-        return len(self.depths) + 1
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (`stage_layer_id`)."""
+        return stage_layer_id(len(self.depths), path)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

@@ -43,7 +43,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.efficientformer import BiasedProduct
+from nets.efficientformer import BiasedProduct, stage_layer_id
 from nets.layers import (
     TORCH,
     Conv,
@@ -299,13 +299,8 @@ class EfficientFormerV2(nn.Module):
         return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
 
     def layer_id(self, path: tuple[str, ...]) -> int:
-        """timm's `group_matcher` depths: the stem 0, stage `i` `1 + i`, `norm` with the last
-        stage, the heads after it."""
-        if path[0] == "stem":
-            return 0
-        if path[0].startswith("stages_"):
-            return 1 + int(path[0].removeprefix("stages_"))
-        return len(self.depths) + (path[0] != "norm")
+        """timm's `group_matcher` depths (`nets.efficientformer.stage_layer_id`)."""
+        return stage_layer_id(len(self.depths), path)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

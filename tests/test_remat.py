@@ -19,6 +19,8 @@ import nets_factory
 from nets.efficientnet import V2_S
 from nets.mobilevit import Stage
 from tests.helpers import XLA_CONVS, equations
+from tests.test_efficientformer import SMALL as EFFICIENTFORMER
+from tests.test_efficientformer_v2 import SMALL as EFFICIENTFORMER_V2
 
 # name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
 TINY = {
@@ -127,34 +129,9 @@ TINY = {
         16,
     ),
     # Pooling blocks, then a pooling and an attention block in the last stage (its map: 2x2).
-    "efficientformer_l1": (
-        {
-            "embed_dims": (8, 8, 8, 16),
-            "depths": (1, 1, 1, 2),
-            "num_heads": 2,
-            "key_dim": 4,
-            "attention_resolution": 2,
-            **XLA_CONVS,
-        },
-        5,
-        64,
-    ),
+    "efficientformer_l1": (EFFICIENTFORMER, 5, 64),
     # V2: convolutional blocks, the strided and the downsampling attentions (64 px).
-    "efficientformerv2_s0": (
-        {
-            "embed_dims": (8, 8, 16, 16),
-            "depths": (1, 1, 2, 2),
-            "mlp_ratios": ((4,), (4,), (4, 3), (3, 4)),
-            "num_vit": 1,
-            "num_heads": 2,
-            "key_dim": 4,
-            "downsample_key_dim": 4,
-            "default_image_size": 64,
-            **XLA_CONVS,
-        },
-        6,
-        64,
-    ),
+    "efficientformerv2_s0": (EFFICIENTFORMER_V2, 6, 64),
     # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
     "tiny_vit_5m_224": (
         {

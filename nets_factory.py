@@ -35,6 +35,8 @@ from nets import (
     cifarnet,
     convnext,
     densenet,
+    efficientformer,
+    efficientformer_v2,
     efficientnet,
     eva,
     inception_resnet_v2,
@@ -362,6 +364,17 @@ networks_map: dict[str, functools.partial] = {
     "levit_192": levit.levit_192,
     "levit_256": levit.levit_256,
     "levit_384": levit.levit_384,
+    # EfficientFormer (Li et al. 2022): pooling blocks, then attention blocks with per-offset
+    # head biases in the last stage; a distillation head beside the classifier.
+    "efficientformer_l1": efficientformer.efficientformer_l1,
+    "efficientformer_l3": efficientformer.efficientformer_l3,
+    "efficientformer_l7": efficientformer.efficientformer_l7,
+    # EfficientFormerV2 (Li et al. 2022): convolutional stages, attention with talking heads in
+    # the last two, a strided attention downsampling; a distillation head.
+    "efficientformerv2_s0": efficientformer_v2.efficientformerv2_s0,
+    "efficientformerv2_s1": efficientformer_v2.efficientformerv2_s1,
+    "efficientformerv2_s2": efficientformer_v2.efficientformerv2_s2,
+    "efficientformerv2_l": efficientformer_v2.efficientformerv2_l,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

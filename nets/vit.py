@@ -50,6 +50,7 @@ from nets.layers import (
     ModuleDef,
     checkpointed,
     classify,
+    classify_distilled,
     drop_path,
 )
 from nets.layers.attention import Implementation
@@ -424,15 +425,10 @@ class VisionTransformer(nn.Module):
             if fc_norm:
                 features = norm(name="fc_norm")(features)
             return head(features, end_points, self.num_classes, name="head")
-        features, _ = head((x[:, 0] + x[:, 1]) / 2, end_points, None)
-        if not self.num_classes:
-            return features, end_points
-        cls_logits, _ = head(x[:, 0], {}, self.num_classes, name="head")
-        dist_logits, _ = head(x[:, 1], {}, self.num_classes, name="head_dist")
-        logits = (cls_logits + dist_logits) / 2
-        end_points |= {"cls_logits": cls_logits, "dist_logits": dist_logits, "logits": logits}
-        end_points["predictions"] = nn.softmax(logits)
-        return logits, end_points
+        mean = (x[:, 0] + x[:, 1]) / 2
+        return classify_distilled(
+            mean, x[:, 0], x[:, 1], end_points, self.num_classes, **head.keywords
+        )
 
 
 # timm's configurations (Dosovitskiy et al. Table 1: Base, Large; Touvron et al. Table 1: Ti, S).

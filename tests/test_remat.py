@@ -19,6 +19,8 @@ import nets_factory
 from nets.efficientnet import V2_S
 from nets.mobilevit import Stage
 from tests.helpers import XLA_CONVS, equations
+from tests.test_efficientformer import SMALL as EFFICIENTFORMER
+from tests.test_efficientformer_v2 import SMALL as EFFICIENTFORMER_V2
 
 # name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
 TINY = {
@@ -126,6 +128,10 @@ TINY = {
         3,
         16,
     ),
+    # Pooling blocks, then a pooling and an attention block in the last stage (its map: 2x2).
+    "efficientformer_l1": (EFFICIENTFORMER, 5, 64),
+    # V2: convolutional blocks, the strided and the downsampling attentions (64 px).
+    "efficientformerv2_s0": (EFFICIENTFORMER_V2, 6, 64),
     # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
     "tiny_vit_5m_224": (
         {

@@ -28,6 +28,8 @@ NETWORKS = [
     "tiny_vit_5m_224",
     "cait_xxs24_224",
     "levit_128s",
+    "efficientformer_l1",
+    "efficientformerv2_s0",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

@@ -31,6 +31,10 @@ IMAGE_SIZES |= {
     for size in ("128s", "128", "192", "256", "384")
 }
 
+# EfficientFormer's (V1's, V2's) attention biases are made for the maps of 224 px images alone.
+IMAGE_SIZES |= {f"efficientformer_{size}": (224, 224) for size in ("l1", "l3", "l7")}
+IMAGE_SIZES |= {f"efficientformerv2_{size}": (224, 224) for size in ("s0", "s1", "s2", "l")}
+
 # timm's MLP-Mixer family takes its 224 px patch grid alone; its classifier starts at zero and
 # gMLP's and gMixer's gates near it: `fixtures_mlp_mixer.nontrivial` draws them first.
 MLP_MIXERS = ("mixer_", "gmixer_", "resmlp_", "gmlp_")

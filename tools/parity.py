@@ -59,7 +59,7 @@ def perturb(model: torch.nn.Module, generator: torch.Generator, calibration_size
         for name, tensor in model.named_parameters():
             if name.rpartition(".")[2] in ("gamma", "layer_scale", "gain", "skipinit_gain"):
                 tensor.uniform_(0.5, 1.5, generator=generator)
-            elif name.endswith("attention_biases"):  # TinyViT's and LeViT's, initially zero
+            elif name.endswith("attention_biases"):  # TinyViT's, LeViT's, EfficientFormer's: zero
                 tensor.normal_(0.0, 1.0, generator=generator)
         for module in model.modules():  # ConvNeXt V2's GRN: at its initial 0, the identity
             if type(module).__name__ == "GlobalResponseNorm":

@@ -6,7 +6,8 @@
   `BatchNorm` is flax's with its training gradient in closed form (fewer passes on CPU).
 - pooling: `max_pool`, `avg_pool`, `adaptive_avg_pool`, `global_avg_pool`; padding conventions
   ('SAME', PyTorch's symmetric ints, ceil mode) live in `nets.layers.padding`.
-- `classify`: the classifier head and its end points; `fully_connected_head`: Slim's fc6/fc7.
+- `classify`: the classifier head and its end points (`classify_distilled`: DeiT's two);
+  `fully_connected_head`: Slim's fc6/fc7.
 - `DotProductAttention`: attention's product, through `jax.nn.dot_product_attention`.
 - `InvertedResidual`, `SqueezeExcite`, `make_divisible`: the MobileNet/EfficientNet block;
   `FusedMBConv`: EfficientNetV2's fused block.
@@ -18,7 +19,7 @@
 
 from nets.layers.attention import DotProductAttention
 from nets.layers.batch_norm import BatchNorm
-from nets.layers.classifier import EndPoints, classify, fully_connected_head
+from nets.layers.classifier import EndPoints, classify, classify_distilled, fully_connected_head
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
 from nets.layers.drop_path import drop_path
@@ -63,6 +64,7 @@ __all__ = [
     "batch_norm",
     "checkpointed",
     "classify",
+    "classify_distilled",
     "drop_path",
     "fully_connected_head",
     "global_avg_pool",

@@ -60,6 +60,30 @@ def classify(
     return logits, end_points
 
 
+def classify_distilled(
+    features: jax.Array,
+    cls_features: jax.Array,
+    dist_features: jax.Array,
+    end_points: EndPoints,
+    num_classes: int | None,
+    **head: Any,
+) -> tuple[jax.Array, EndPoints]:
+    """DeiT's two heads over the same classes: `head` on `cls_features`, `head_dist` on
+    `dist_features`, `logits` their mean (timm's inference output, and its training one unless
+    `set_distilled_training`), each head's in `end_points` (`cls_logits`, `dist_logits`) for a
+    distillation loss. `features` are `pre_logits`, returned without a head; `head` is
+    `classify`'s keywords (`train`, `dropout_rate`, ...)."""
+    features, _ = classify(features, end_points, None, **head)
+    if not num_classes:
+        return features, end_points
+    cls_logits, _ = classify(cls_features, {}, num_classes, name="head", **head)
+    dist_logits, _ = classify(dist_features, {}, num_classes, name="head_dist", **head)
+    logits = (cls_logits + dist_logits) / 2
+    end_points |= {"cls_logits": cls_logits, "dist_logits": dist_logits, "logits": logits}
+    end_points["predictions"] = nn.softmax(logits)
+    return logits, end_points
+
+
 def logits_layers(
     features: jax.Array,
     train: bool,

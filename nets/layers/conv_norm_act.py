@@ -28,6 +28,9 @@ class ConvNormAct(nn.Module):
     groups: int = 1
     conv_name: str = "conv"
     norm_name: str = "bn"
+    # Whether the convolution has a bias; None: only without a norm (timm's EfficientFormerV2
+    # biases its convolutions before their BatchNorms too).
+    conv_bias: bool | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -38,7 +41,7 @@ class ConvNormAct(nn.Module):
             pair(self.strides, "strides"),
             padding=self.padding,
             feature_group_count=self.groups,
-            use_bias=self.norm is None,
+            use_bias=self.norm is None if self.conv_bias is None else self.conv_bias,
             name=self.conv_name,
         )(x)
         if self.norm is not None:

@@ -100,9 +100,7 @@ def test_logits_are_the_references_and_each_convention_matters(monkeypatch):
     reference = reference["logits"]
     with monkeypatch.context() as patch:
         index = tiny_vit.attention_bias_index
-        patch.setattr(
-            efficientformer_v2, "attention_bias_index", lambda r, stride=1: index(r)[:4]
-        )
+        patch.setattr(efficientformer_v2, "attention_bias_index", lambda r, stride=1: index(r)[:4])
         assert relative_error(logits_of(), reference) > 1e-2
     with monkeypatch.context() as patch:
         patch.setattr(efficientformer_v2, "over_heads", lambda dense, x: x)

@@ -67,6 +67,7 @@ from nets import (
     tiny_vit,
     vgg,
     vit,
+    xception,
 )
 from nets import features as pyramid
 from nets.features import FeatureInfo
@@ -177,6 +178,7 @@ networks_map: dict[str, functools.partial] = {
     "inception_v2": inception_v2.inception_v2,
     "inception_v3": inception_v3.inception_v3,
     "inception_v4": inception_v4.inception_v4,
+    "legacy_xception": xception.legacy_xception,
     "inception_resnet_v2": inception_resnet_v2.inception_resnet_v2,
     "googlenet": inception_v1.googlenet,
     # NASNet-A (Zoph et al. 2018) and PNASNet-5 (Liu et al. 2018), Slim's nets/nasnet.

@@ -43,6 +43,7 @@ from nets_weights import (
     tiny_vit,
     vgg,
     vit,
+    xception,
 )
 from nets_weights.convert import IMAGENET_MEAN, IMAGENET_STD, Architecture
 from nets_weights.files import WeightFileError
@@ -103,6 +104,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **maxvit.ARCHITECTURES,
     **pvt_v2.ARCHITECTURES,
     **efficientnet.ARCHITECTURES,
+    **xception.ARCHITECTURES,
 }
 
 

@@ -1,0 +1,158 @@
+"""Xception: Chollet 2017, "Xception: Deep Learning with Depthwise Separable Convolutions"
+(arXiv:1610.02357).
+
+Built as timm's `legacy_xception` (Cadene's PyTorch port of Keras's Xception, whose weights it
+holds): a stem of two unpadded 3x3 convolutions (32 wide at stride 2, then 64), each with
+BatchNorm and ReLU; the entry flow's three blocks (128, 256, 728 wide), the middle flow's eight
+728-wide blocks and the exit flow's block to 1024, then two separable convolutions (1536, 2048)
+each with BatchNorm and ReLU, global average pooling and the classifier `fc`.
+
+A block is `reps` x (ReLU, separable convolution, BatchNorm), the first ReLU left out in the
+first block (it follows the stem's own), then a 3x3/2 max pool where it downsamples; its shortcut
+is a strided 1x1 convolution with BatchNorm where width or stride change, the identity otherwise.
+A separable convolution is a 3x3 depthwise convolution (`conv1`, padding 1) then a 1x1 one
+(`pointwise`), without BatchNorm or activation between them (Keras's `SeparableConv2D`), neither
+with a bias. Blocks grow to their width in their first convolution, but for the exit flow's,
+which grows in its last (`grow_first=False`). The ReLU that starts a block reads a copy: the
+shortcut adds the block's input before the ReLU (timm's `inplace=False` first ReLU).
+
+Padding is PyTorch's symmetric ints throughout (Keras's 'SAME' is the same at stride 1; its
+stride-2 layers here are the unpadded stem convolution, 1x1 shortcuts and the pools, whose
+asymmetric 'SAME' timm's port replaced by one pixel each side: the function of timm's weights).
+BatchNorm has PyTorch's epsilon and momentum.
+
+End points: `stem` (the second stem convolution's activation), `block1`..`block12` (each block's
+output, before any activation), `block2_relu`..`block12_relu` (the ReLU a block starts with,
+where timm's `features_only` taps), `conv3`, `conv4` (the exit's activations), `pre_logits`.
+"""
+
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
+from nets.layers.padding import smallest_input
+
+
+class SeparableConv(nn.Module):
+    """A 3x3 depthwise convolution (`conv1`) then a 1x1 one (`pointwise`) to `features`."""
+
+    features: int
+    conv: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        x = self.conv(channels, (3, 3), padding=1, feature_group_count=channels, name="conv1")(x)
+        return self.conv(self.features, (1, 1), name="pointwise")(x)
+
+
+class Block(nn.Module):
+    """`reps` x (ReLU, separable convolution `sep{j}`, BatchNorm `bn{j}`), a 3x3 max pool where
+    `stride` is 2, plus the input through a 1x1 convolution `skip` and `skipbn` where the width or
+    the stride change.
+
+    `__call__(x, activated)`: `activated` is `relu(x)`, which the first convolution reads (None:
+    it reads `x`, the first block's, whose input the stem already activated)."""
+
+    features: int
+    reps: int
+    stride: int
+    grow_first: bool
+    conv: ModuleDef
+    norm: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array, activated: jax.Array | None) -> jax.Array:
+        in_features = x.shape[-1]
+        y = x if activated is None else activated
+        for j in range(1, self.reps + 1):
+            if j > 1:
+                y = nn.relu(y)
+            width = self.features if self.grow_first or j == self.reps else in_features
+            y = SeparableConv(width, self.conv, name=f"sep{j}")(y)
+            y = self.norm(name=f"bn{j}")(y)
+        if self.stride != 1:
+            y = max_pool(y, (3, 3), strides=(self.stride, self.stride), padding=1)
+        if self.features != in_features or self.stride != 1:
+            x = self.conv(self.features, (1, 1), (self.stride, self.stride), name="skip")(x)
+            x = self.norm(name="skipbn")(x)
+        return y + x
+
+
+class Xception(nn.Module):
+    """timm's `legacy_xception` (Chollet's original) for 299-pixel inputs.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features
+    `[batch, widths[-1]]` when `num_classes` is 0 or None.
+    """
+
+    default_image_size: ClassVar[int] = 299
+
+    # The stem's two convolutions, the entry flow's three blocks, the middle flow's, the exit
+    # block's and its two separable convolutions (the paper's Figure 5).
+    widths: tuple[int, ...] = (32, 64, 128, 256, 728, 728, 1024, 1536, 2048)
+    middle_blocks: int = 8
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """The unpadded stem (3x3/2, 3x3), then four 3x3/2 pools padded by one: 7."""
+        return smallest_input([(3, 2, 0), (3, 1, 0), *[(3, 2, 2)] * 4])
+
+    def _blocks(self) -> list[tuple[int, int, int, bool]]:
+        """(width, reps, stride, grow_first) of each block, in order."""
+        entry = [(w, 2, 2, True) for w in self.widths[2:5]]
+        middle = [(self.widths[5], 3, 1, True)] * self.middle_blocks
+        return [*entry, *middle, (self.widths[6], 2, 2, False)]
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's taps: the stem, the ReLUs starting blocks 2 and 3 and the exit block, the last
+        activation."""
+        exit_block = len(self._blocks())
+        taps = ("stem", "block2_relu", "block3_relu", f"block{exit_block}_relu", "conv4")
+        return {tap: 2 ** (k + 1) for k, tap in enumerate(taps)}
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype)
+        norm = batch_norm(TORCH, train, self.dtype)
+        end_points = {}
+
+        x = conv(self.widths[0], (3, 3), (2, 2), padding=0, name="conv1")(
+            jnp.asarray(x, self.dtype)
+        )
+        x = nn.relu(norm(name="bn1")(x))
+        x = conv(self.widths[1], (3, 3), padding=0, name="conv2")(x)
+        x = end_points["stem"] = nn.relu(norm(name="bn2")(x))
+
+        for i, (width, reps, stride, grow_first) in enumerate(self._blocks(), 1):
+            activated = None
+            if i > 1:
+                activated = end_points[f"block{i}_relu"] = nn.relu(x)
+            block = Block(width, reps, stride, grow_first, conv, norm, name=f"block{i}")
+            x = end_points[f"block{i}"] = block(x, activated)
+
+        for name, bn, width in (("conv3", "bn3", self.widths[7]), ("conv4", "bn4", self.widths[8])):
+            x = SeparableConv(width, conv, name=name)(x)
+            x = end_points[name] = nn.relu(norm(name=bn)(x))
+
+        return classify(
+            global_avg_pool(x),
+            end_points,
+            self.num_classes,
+            train=train,
+            dropout_rate=self.dropout_rate,
+            dtype=self.dtype,
+            name="fc",
+        )
+
+
+# timm's only legacy variant: Keras's Xception, at its widths.
+legacy_xception = partial(Xception)

@@ -1,0 +1,44 @@
+"""Parity fixtures of the Xception family (see tools/parity.py for how to run it).
+
+timm's legacy `Xception` has its widths written in its constructor: the small network is timm's
+own, its layers replaced by timm's `Block` and `SeparableConv2d` at small widths (all twelve
+blocks, which its `forward_features` calls by name).
+"""
+
+from parity import ROOT, timm, write_case, write_index  # noqa: F401  (timm first: the shims)
+from timm.models.xception import Block, SeparableConv2d, Xception  # noqa: E402
+from torch import nn  # noqa: E402
+
+# The stem's two widths, the entry blocks', the middle's, the exit block's, conv3's and conv4's;
+# the tests build ours with the same `widths`.
+LEGACY_WIDTHS = (8, 16, 16, 16, 24, 24, 32, 32, 40)
+
+
+def small_legacy(widths=LEGACY_WIDTHS, num_classes: int = 10) -> Xception:
+    """timm's `legacy_xception` at `widths`."""
+    model = Xception(num_classes=num_classes)
+    stem1, stem2, *entry, middle, exit_width, conv3, conv4 = widths
+    model.conv1, model.bn1 = nn.Conv2d(3, stem1, 3, 2, 0, bias=False), nn.BatchNorm2d(stem1)
+    model.conv2, model.bn2 = nn.Conv2d(stem1, stem2, 3, bias=False), nn.BatchNorm2d(stem2)
+    inputs = [stem2, *entry]
+    for i, width in enumerate(entry, 1):
+        setattr(model, f"block{i}", Block(inputs[i - 1], width, 2, 2, start_with_relu=i > 1))
+    for i in range(4, 12):
+        setattr(model, f"block{i}", Block(middle, middle, 3, 1))
+    model.block12 = Block(middle, exit_width, 2, 2, grow_first=False)
+    model.conv3, model.bn3 = SeparableConv2d(exit_width, conv3, 3, 1, 1), nn.BatchNorm2d(conv3)
+    model.conv4, model.bn4 = SeparableConv2d(conv3, conv4, 3, 1, 1), nn.BatchNorm2d(conv4)
+    model.num_features = conv4
+    model.fc = nn.Linear(conv4, num_classes)
+    return model
+
+
+# name -> (architecture in config.json, the small timm network, image size).
+CASES = {"legacy_xception": ("legacy_xception", small_legacy, 35)}
+FULL_SIZE = ["legacy_xception"]
+
+
+if __name__ == "__main__":
+    for case, (arch, build, size) in CASES.items():
+        write_case(case, arch, build, size)
+    write_index("xception", FULL_SIZE)

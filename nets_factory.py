@@ -179,6 +179,11 @@ networks_map: dict[str, functools.partial] = {
     "inception_v3": inception_v3.inception_v3,
     "inception_v4": inception_v4.inception_v4,
     "legacy_xception": xception.legacy_xception,
+    "xception41": xception.xception41,
+    "xception65": xception.xception65,
+    "xception71": xception.xception71,
+    "xception41p": xception.xception41p,
+    "xception65p": xception.xception65p,
     "inception_resnet_v2": inception_resnet_v2.inception_resnet_v2,
     "googlenet": inception_v1.googlenet,
     # NASNet-A (Zoph et al. 2018) and PNASNet-5 (Liu et al. 2018), Slim's nets/nasnet.

@@ -26,15 +26,38 @@ output, before any activation), `block2_relu`..`block12_relu` (the ReLU a block 
 where timm's `features_only` taps), `conv3`, `conv4` (the exit's activations), `pre_logits`.
 """
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
+from nets.layers import (
+    TORCH,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    batch_norm,
+    classify,
+    global_avg_pool,
+    max_pool,
+)
 from nets.layers.padding import smallest_input
+
+
+def _classify(network: nn.Module, x: jax.Array, end_points: dict, train: bool, **names: str):
+    """Average pooling, then `network`'s classifier (`names`: its module names)."""
+    return classify(
+        global_avg_pool(x),
+        end_points,
+        network.num_classes,
+        train=train,
+        dropout_rate=network.dropout_rate,
+        dtype=network.dtype,
+        **names,
+    )
 
 
 class SeparableConv(nn.Module):
@@ -143,16 +166,171 @@ class Xception(nn.Module):
             x = SeparableConv(width, conv, name=name)(x)
             x = end_points[name] = nn.relu(norm(name=bn)(x))
 
-        return classify(
-            global_avg_pool(x),
-            end_points,
-            self.num_classes,
-            train=train,
-            dropout_rate=self.dropout_rate,
-            dtype=self.dtype,
-            name="fc",
-        )
+        return _classify(self, x, end_points, train, name="fc")
 
+
+class AlignedBlock(NamedTuple):
+    """One block of an aligned Xception: its three separable convolutions' widths, the third's
+    stride, whether its input is added back and whether ReLUs precede its convolutions (else
+    each convolution's BatchNorms are followed by ReLUs: the last block's)."""
+
+    widths: tuple[int, int, int]
+    stride: int = 1
+    skip: bool = True
+    start_with_relu: bool = True
+
+
+class AlignedSeparableConv(nn.Module):
+    """Depthwise 3x3 (`conv_dw`, stride `stride`, padding 1), then 1x1 (`conv_pw`); each with
+    BatchNorm (`bn_dw`, `bn_pw`) and `act` after it; or, `preact`, BatchNorm and ReLU before
+    (`norm`, where `first_act`) and neither between (timm's `PreSeparableConv2d`)."""
+
+    features: int
+    stride: int
+    conv: ModuleDef
+    norm: ModuleDef
+    preact: bool = False
+    first_act: bool = True
+    act: Callable | None = None
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = self.act or (lambda y: y)
+        if self.preact and self.first_act:
+            x = nn.relu(self.norm(name="norm")(x))
+        channels, strides = x.shape[-1], (self.stride, self.stride)
+        x = self.conv(channels, (3, 3), strides, 1, feature_group_count=channels, name="conv_dw")(x)
+        if not self.preact:
+            x = act(self.norm(name="bn_dw")(x))
+        x = self.conv(self.features, (1, 1), name="conv_pw")(x)
+        return x if self.preact else act(self.norm(name="bn_pw")(x))
+
+
+class AlignedModule(nn.Module):
+    """timm's `XceptionModule` (`preact`: `PreXceptionModule`): three separable convolutions
+    `conv1`..`conv3`, the last strided, each after a ReLU (`start_with_relu`) or with its own;
+    plus the input, through a strided 1x1 `shortcut` (with BatchNorm but for `preact`) where the
+    width or stride change. Pre-activated blocks start with BatchNorm and ReLU (`norm`), whose
+    output both the convolutions and the shortcut read.
+
+    Returns the block's output and `tap`, the third convolution's input (timm's feature tap)."""
+
+    spec: AlignedBlock
+    conv: ModuleDef
+    norm: ModuleDef
+    preact: bool
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        spec = self.spec
+        if self.preact:
+            x = nn.relu(self.norm(name="norm")(x))
+        act = None if spec.start_with_relu else nn.relu
+        y = tap = x
+        for j, width in enumerate(spec.widths, 1):
+            if spec.start_with_relu and not self.preact:
+                y = nn.relu(y)
+            tap = y
+            stride = spec.stride if j == 3 else 1
+            y = AlignedSeparableConv(
+                width, stride, self.conv, self.norm, self.preact, j > 1, act, name=f"conv{j}"
+            )(y)
+        if not spec.skip:
+            return y, tap
+        if spec.widths[-1] != x.shape[-1] or spec.stride != 1:
+            strides = (spec.stride, spec.stride)
+            if self.preact:
+                x = self.conv(spec.widths[-1], (1, 1), strides, name="shortcut")(x)
+            else:
+                x = ConvNormAct(
+                    spec.widths[-1],
+                    1,
+                    self.conv,
+                    self.norm,
+                    strides=spec.stride,
+                    padding=0,
+                    name="shortcut",
+                )(x)
+        return y + x, tap
+
+
+class XceptionAligned(nn.Module):
+    """timm's aligned Xceptions (DeepLab's): a 3x3/2 and a 3x3 stem convolution (padded by one,
+    each with BatchNorm and ReLU; the second bare for `preact`), `blocks` (`AlignedModule`s), a
+    last ReLU for `preact`, average pooling and the classifier `head/fc`.
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features when
+    `num_classes` is 0 or None.
+    """
+
+    default_image_size: ClassVar[int] = 299
+
+    blocks: tuple[AlignedBlock, ...]
+    preact: bool = False
+    bn_epsilon: float = 1e-3  # TensorFlow's, as DeepLab's weights (timm's ra3 41p: PyTorch's)
+    stem_widths: tuple[int, int] = (32, 64)
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @property
+    def min_image_size(self) -> int:
+        """Every strided layer is a 3x3 padded by one: 1 pixel is enough."""
+        return 1
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's taps: each strided block's third convolution's input, the last block."""
+        taps, stride = {}, 2
+        for i, spec in enumerate(self.blocks):
+            if spec.stride > 1:
+                taps[f"block{i}_tap"] = stride
+                stride *= spec.stride
+        return taps | {f"block{len(self.blocks) - 1}": stride}
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype)
+        norm = batch_norm(TORCH._replace(epsilon=self.bn_epsilon), train, self.dtype)
+        end_points = {}
+        x = jnp.asarray(x, self.dtype)
+        x = ConvNormAct(self.stem_widths[0], 3, conv, norm, nn.relu, 2, 1, name="stem_0")(x)
+        if self.preact:  # the first block's BatchNorm and ReLU follow
+            x = end_points["stem"] = conv(self.stem_widths[1], (3, 3), padding=1, name="stem_1")(x)
+        else:
+            layer = ConvNormAct(self.stem_widths[1], 3, conv, norm, nn.relu, 1, 1, name="stem_1")
+            x = end_points["stem"] = layer(x)
+        for i, spec in enumerate(self.blocks):
+            x, tap = AlignedModule(spec, conv, norm, self.preact, name=f"blocks_{i}")(x)
+            end_points[f"block{i}"] = x
+            if spec.stride > 1:
+                end_points[f"block{i}_tap"] = tap
+        if self.preact:
+            x = end_points["act"] = nn.relu(x)
+        return _classify(self, x, end_points, train, name="fc", scope="head")
+
+
+def aligned_blocks(entry: tuple[tuple[int, int], ...], middle: int) -> tuple[AlignedBlock, ...]:
+    """`entry`'s (width, stride) blocks, `middle` 728-wide ones, the exit flow's two."""
+    return (
+        *(AlignedBlock((w, w, w), s) for w, s in entry),
+        *[AlignedBlock((728, 728, 728))] * middle,
+        AlignedBlock((728, 1024, 1024), 2),
+        AlignedBlock((1536, 1536, 2048), skip=False, start_with_relu=False),
+    )
+
+
+_ENTRY = ((128, 2), (256, 2), (728, 2))
+# Xception-71 doubles the entry flow's blocks, downsampling in every other one.
+_ENTRY_71 = ((128, 2), (256, 1), (256, 2), (728, 1), (728, 2))
 
 # timm's only legacy variant: Keras's Xception, at its widths.
 legacy_xception = partial(Xception)
+xception41 = partial(XceptionAligned, blocks=aligned_blocks(_ENTRY, 8))
+xception65 = partial(XceptionAligned, blocks=aligned_blocks(_ENTRY, 16))
+xception71 = partial(XceptionAligned, blocks=aligned_blocks(_ENTRY_71, 16))
+# Pre-activated (timm's own, trained with PyTorch's BatchNorm epsilon for 41p).
+xception41p = partial(
+    XceptionAligned, blocks=aligned_blocks(_ENTRY, 8), preact=True, bn_epsilon=1e-5
+)
+xception65p = partial(XceptionAligned, blocks=aligned_blocks(_ENTRY, 16), preact=True)

@@ -1,6 +1,8 @@
 """load_pretrained for timm's Xception: parity on a fixture timm produced
 (tools/fixtures_xception.py), and the conventions it depends on."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -69,3 +71,48 @@ def test_each_convention_matters(monkeypatch, attribute, replacement):
     monkeypatch.setattr(xception, attribute, replacement)
     (logits, _), reference = legacy_logits()
     assert relative_error(logits, reference["logits"]) > 1e-2
+
+
+# The aligned fixtures' small timm networks (tools/fixtures_xception.py's ALIGNED_BLOCKS).
+_BLOCKS = (
+    xception.AlignedBlock((16, 16, 16), 2),
+    xception.AlignedBlock((24, 24, 24), 2),
+    xception.AlignedBlock((24, 24, 24)),
+    xception.AlignedBlock((24, 32, 32), 2),
+    xception.AlignedBlock((40, 40, 48), skip=False, start_with_relu=False),
+)
+ALIGNED = {
+    "xception_aligned": ("xception65", {"blocks": _BLOCKS}),
+    "xception_aligned_preact": ("xception41p", {"blocks": _BLOCKS}),
+}
+
+
+def aligned_logits(case, **kwargs):
+    name, small = ALIGNED[case]
+    network_fn, variables = nets_factory.load_pretrained(
+        name, FIXTURES / "parity" / case, **small, **kwargs
+    )
+    reference = expected(case)
+    return jax.jit(network_fn.apply)(variables, reference["images"]), reference
+
+
+@pytest.mark.parametrize("case", sorted(ALIGNED))
+def test_aligned_logits_are_timms(case):
+    (logits, end_points), reference = aligned_logits(case)
+    assert relative_error(logits, reference["logits"]) <= 1e-4
+    assert end_points["block3_tap"].shape == (2, 5, 5, 32)  # 33 -> 17 -> 9 -> 5 -> 3
+
+
+def test_aligned_batch_norm_epsilon_matters():
+    """Each file's epsilon is its network's: xception41p's PyTorch 1e-5 (the loader refuses
+    another); TensorFlow's 1e-3 (the others') gives other logits."""
+    with pytest.raises(ValueError, match="bn_epsilon"):
+        aligned_logits("xception_aligned_preact", bn_epsilon=1e-3)
+    name, small = ALIGNED["xception_aligned_preact"]
+    network_fn, variables = nets_factory.load_pretrained(
+        name, FIXTURES / "parity" / "xception_aligned_preact", **small
+    )
+    reference = expected("xception_aligned_preact")
+    module = network_fn.module.clone(bn_epsilon=1e-3)
+    logits, _ = jax.jit(partial(module.apply, train=False))(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) > 1e-3

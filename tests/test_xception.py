@@ -13,9 +13,28 @@ import nets_summary as summary
 # and 3 likewise 136,448 and 1,096,712 (with 728); the eight middle blocks 3 * (6,552 + 529,984
 # + 1,456) = 1,613,976 each; block 12 (728, 728 then 1024) 1,515,528 + shortcut 747,520; conv3
 # 9,216 + 1,572,864 + 3,072; conv4 13,824 + 3,145,728 + 4,096; fc 2048*1000 + 1000: 22,855,952.
-PUBLISHED_COUNTS = {"legacy_xception": 22_855_952}
-# At 299 px, batch 1: PyTorch's `FlopCounterMode` on timm's network, halved.
-TORCH_MACS = {"legacy_xception": 8_357_403_496}
+# xception41: stem 3*3*3*32 + 64 + 3*3*32*64 + 128; a separable convolution from c to d 9c + 2c
+# (BatchNorm) + cd + 2d; blocks of three, the strided ones with a 1x1 shortcut and BatchNorm;
+# the last (728 -> 1536, 1536, 2048) without shortcut; head 2048*1000 + 1000: 26,969,560. The
+# pre-activated ones have a BatchNorm before each block and convolution but the first's, none
+# after, a bare second stem convolution and unnormalised shortcuts.
+PUBLISHED_COUNTS = {
+    "legacy_xception": 22_855_952,
+    "xception41": 26_969_560,
+    "xception65": 39_916_312,
+    "xception71": 42_338_736,
+    "xception41p": 26_907_752,
+    "xception65p": 39_819_560,
+}
+# At 299 px, batch 1: PyTorch's `FlopCounterMode` on timm's networks, halved.
+TORCH_MACS = {
+    "legacy_xception": 8_357_403_496,
+    "xception41": 9_204_134_312,
+    "xception65": 13_852_682_216,
+    "xception71": 17_946_553_928,
+    "xception41p": 9_204_134_312,
+    "xception65p": 13_852_682_216,
+}
 TINY = {"widths": (8, 16, 16, 16, 24, 24, 32, 32, 40), "middle_blocks": 2}
 
 

@@ -65,6 +65,8 @@ SAME_NAMES = [
     "inception_v3",
     "inception_v4",
     "inception_resnet_v2",
+    "legacy_xception",
+    *[f"xception{d}" for d in ("41", "65", "71", "41p", "65p")],
     *[f"vgg{d}{bn}" for d in (11, 13, 16, 19) for bn in ("", "_bn")],
     *[f"poolformer{v}_{s}" for v in ("", "v2") for s in ("s12", "s24", "s36", "m36", "m48")],
     *[f"{kind}_{s}" for kind in ("convformer", "caformer") for s in ("s18", "s36", "m36", "b36")],

@@ -5,8 +5,11 @@ own, its layers replaced by timm's `Block` and `SeparableConv2d` at small widths
 blocks, which its `forward_features` calls by name).
 """
 
+from functools import partial
+
 from parity import ROOT, timm, write_case, write_index  # noqa: F401  (timm first: the shims)
 from timm.models.xception import Block, SeparableConv2d, Xception  # noqa: E402
+from timm.models.xception_aligned import XceptionAligned  # noqa: E402
 from torch import nn  # noqa: E402
 
 # The stem's two widths, the entry blocks', the middle's, the exit block's, conv3's and conv4's;
@@ -33,9 +36,35 @@ def small_legacy(widths=LEGACY_WIDTHS, num_classes: int = 10) -> Xception:
     return model
 
 
+# timm's `block_cfg` of the small aligned networks: a strided block, an identity-shortcut one,
+# the exit flow's two; the tests build ours with the same blocks.
+ALIGNED_BLOCKS = [
+    {"in_chs": 16, "out_chs": 16, "stride": 2},
+    {"in_chs": 16, "out_chs": 24, "stride": 2},
+    {"in_chs": 24, "out_chs": 24, "stride": 1},
+    {"in_chs": 24, "out_chs": (24, 32, 32), "stride": 2},
+    {"in_chs": 32, "out_chs": (40, 40, 48), "stride": 1, "no_skip": True, "start_with_relu": False},
+]
+
+
+def small_aligned(preact: bool, epsilon: float):
+    """timm's `XceptionAligned` at `ALIGNED_BLOCKS` (its stem's widths 32 and 64)."""
+    blocks = [dict(b) for b in ALIGNED_BLOCKS]
+    if preact:
+        blocks[-1].pop("start_with_relu")
+    blocks[0]["in_chs"] = 64
+    norm = partial(nn.BatchNorm2d, eps=epsilon)
+    return XceptionAligned(blocks, num_classes=10, preact=preact, norm_layer=norm)
+
+
 # name -> (architecture in config.json, the small timm network, image size).
-CASES = {"legacy_xception": ("legacy_xception", small_legacy, 35)}
-FULL_SIZE = ["legacy_xception"]
+CASES = {
+    "legacy_xception": ("legacy_xception", small_legacy, 35),
+    "xception_aligned": ("xception65", partial(small_aligned, False, 1e-3), 33),
+    "xception_aligned_preact": ("xception41p", partial(small_aligned, True, 1e-5), 33),
+}
+FULL_SIZE = ["legacy_xception", "xception41", "xception65", "xception71"]
+FULL_SIZE += ["xception41p", "xception65p"]
 
 
 if __name__ == "__main__":

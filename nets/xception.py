@@ -24,6 +24,14 @@ BatchNorm has PyTorch's epsilon and momentum.
 End points: `stem` (the second stem convolution's activation), `block1`..`block12` (each block's
 output, before any activation), `block2_relu`..`block12_relu` (the ReLU a block starts with,
 where timm's `features_only` taps), `conv3`, `conv4` (the exit's activations), `pre_logits`.
+
+`XceptionAligned` is timm's DeepLab Xception (Chen et al. 2018, "Encoder-Decoder with Atrous
+Separable Convolution", arXiv:1802.02611): `xception41`/`65`/`71` and timm's pre-activated
+`xception41p`/`65p`. Its strided layers are the blocks' third depthwise convolutions (no pools),
+each separable convolution has BatchNorm after both halves, and its names are timm's
+(`stem_0`, `blocks_{i}/conv{j}/conv_dw`, `head/fc`). Its end points: `stem`, `block{i}`, each
+strided block's `block{i}_tap` (the third convolution's input, timm's feature tap), `act` (the
+pre-activated ones' last ReLU), `pre_logits`.
 """
 
 from collections.abc import Callable

@@ -34,7 +34,7 @@ def test_logits_are_the_references(case):
     network_fn, variables = load(case)
     reference = expected(case)
     logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
-    assert relative_error(logits, reference["logits"]) <= 1e-4  # 1.8e-7 measured
+    assert relative_error(logits, reference["logits"]) <= 1e-4  # 2.0e-7 / 1.7e-7 measured (g4 / se)
     assert end_points["stages_3"].shape == (2, 2, 2, 64)
 
 
@@ -43,7 +43,7 @@ def test_the_fused_network_is_timms_reparameterized_one(case):
     _, variables = load(case)
     timm_fused = load_file(FIXTURES / "parity" / case / "fused.safetensors")
     logits, fused = fused_logits(case, variables)
-    assert relative_error(logits, timm_fused["logits"]) <= 1e-4  # 1.6e-7 measured
+    assert relative_error(logits, timm_fused["logits"]) <= 1e-4  # 1.8e-7 / 2.2e-7 measured
     assert relative_error(logits, expected(case)["logits"]) <= 1e-4  # the training form's too
     for key in ("stem", "stages_1/blocks_1", "stages_1/blocks_2"):  # no identity, grouped, plain
         ours = fused["params"]
@@ -62,7 +62,7 @@ def test_pytorchs_epsilon_matters_to_the_fusion():
     function: the fusion must use the epsilon the training form normalises with."""
     _, variables = load("repvgg_g4")
     logits, _ = fused_logits("repvgg_g4", variables, eps=1e-3)
-    assert relative_error(logits, expected("repvgg_g4")["logits"]) > 1e-3
+    assert relative_error(logits, expected("repvgg_g4")["logits"]) > 1e-3  # 3.2e-2 measured
 
 
 def test_reparameterize_leaves_its_input_as_it_was():

@@ -435,6 +435,13 @@ GRADIENT_CASES = {
     # Res2Net's splits (ResNeSt's split attention: tests/test_resnest.py, a bias of which
     # BatchNorm cancels in training)
     "res2net50d": {"num_filters": 8, "stage_sizes": (1, 1), "stem_widths": (4, 4)},
+    # RepVGG's three branches (identity BatchNorms, grouped blocks) and d2se's gates
+    "repvgg_d2se": {
+        "depths": (1, 3, 1, 1),
+        "width_factors": (0.125,) * 4,
+        "stem_width": 8,
+        "groups": 4,
+    },
 }
 
 

@@ -55,6 +55,8 @@ SAME_NAMES = [
     "regnetx_004",
     "regnety_008",
     "regnety_080",
+    *[f"repvgg_{s}" for s in ("a0", "a1", "a2", "b0", "b1", "b1g4", "b2", "b2g4", "b3")],
+    *("repvgg_b3g4", "repvgg_d2se"),
     *[f"vit_{s}" for s in ("tiny_patch16_224", "small_patch16_224", "base_patch16_224")],
     "vit_base_patch32_224",
     "vit_large_patch16_224",

@@ -1,0 +1,219 @@
+"""RepVGG: Ding et al. 2021, "RepVGG: Making VGG-style ConvNets Great Again" (arXiv:2101.03697).
+
+A plain stack of 3x3 convolutions with ReLU, trained with two extra branches per block: the
+block is `relu(bn(conv3x3(x)) + bn(conv1x1(x)) + bn(x))`, the last (identity) branch only where
+the block keeps its input's shape. All three are linear at inference, so `reparameterize` folds
+each block into one biased 3x3 convolution (the paper's section 3.3): the 1x1 kernel padded to
+3x3, the identity as a 3x3 kernel with a one at the centre of each channel's own input (within
+its group), each scaled by its BatchNorm's `gamma / sqrt(var + eps)`, their biases
+`beta - mean * gamma / sqrt(var + eps)` summed. `deploy=True` builds that plain network, which
+takes the fused variables.
+
+As timm's byobnet builds it (whose files we load): the stem is such a block (3 -> 48 or 64,
+stride 2); four stages of widths `(64, 128, 256, 512) * width_factors`, each opened by a stride-2
+block; the `g4` variants group every second block of each stage (timm's rule: blocks 1, 3, 5, ...
+counted from 0) in 4 groups; `repvgg_d2se` adds a squeeze-excite gate (a sixteenth of the width,
+ReLU, sigmoid) after each block's sum, the stem's too. Global average pooling, the classifier.
+Every convolution pads PyTorch's symmetric way; BatchNorm has PyTorch's epsilon.
+
+Submodules carry timm's names (`stem/conv_kxk/conv`, `stem/conv_1x1/bn`,
+`stages_0/blocks_1/identity`, `.../attn/fc1`, `head/fc`; fused: `.../reparam_conv`). Left out:
+timm's dilation, drop-block and stochastic depth (not in the paper, no published weights use them).
+End points: `stem`, `stages_0`..`stages_3`, `pre_logits`.
+"""
+
+from functools import partial
+from typing import Any, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from nets.layers import (
+    TORCH,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    SqueezeExcite,
+    batch_norm,
+    classify,
+    global_avg_pool,
+    make_divisible,
+)
+
+BASE_WIDTHS = (64, 128, 256, 512)
+
+
+class RepVggBlock(nn.Module):
+    """The three-branch block (or, `deploy`, its fused 3x3 convolution), ReLU after the sum."""
+
+    features: int
+    conv: ModuleDef
+    norm: ModuleDef
+    strides: int = 1
+    groups: int = 1
+    se: bool = False  # d2se's squeeze-excite gate after the sum
+    deploy: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        layer = partial(self.conv, self.features, strides=self.strides, padding="SYMMETRIC")
+        if self.deploy:
+            y = layer((3, 3), feature_group_count=self.groups, use_bias=True, name="reparam_conv")(
+                x
+            )
+        else:
+            branch = partial(
+                ConvNormAct,
+                self.features,
+                conv=self.conv,
+                norm=self.norm,
+                strides=self.strides,
+                padding="SYMMETRIC",
+                groups=self.groups,
+            )
+            y = branch(3, name="conv_kxk")(x) + branch(1, name="conv_1x1")(x)
+            if self.strides == 1 and x.shape[-1] == self.features:
+                y = y + self.norm(name="identity")(x)
+        if self.se:
+            y = SqueezeExcite(
+                self.conv,
+                squeeze_channels=make_divisible(self.features / 16, 1, round_limit=0.0),
+                gate=nn.sigmoid,
+                layer_names=("fc1", "fc2"),
+                name="attn",
+            )(y)
+        return nn.relu(y)
+
+
+class Stage(nn.Module):
+    """`depth` blocks `blocks_0`, ...: the first strided, the odd ones in `groups` groups."""
+
+    features: int
+    depth: int
+    block: ModuleDef
+    groups: int = 1
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for j in range(self.depth):
+            x = self.block(
+                self.features,
+                strides=2 if j == 0 else 1,
+                groups=self.groups if j % 2 else 1,
+                name=f"blocks_{j}",
+            )(x)
+        return x
+
+
+class RepVGG(nn.Module):
+    """RepVGG in its training form (or `deploy`: the fused one, from `reparameterize`).
+
+    Returns `(logits, end_points)`: logits `[batch, num_classes]`, or the pooled features
+    `[batch, channels]` when `num_classes` is 0 or None.
+    """
+
+    default_image_size: ClassVar[int] = 224
+
+    depths: tuple[int, ...] = (4, 6, 16, 1)
+    width_factors: tuple[float, ...] = (1.0, 1.0, 1.0, 2.5)
+    stem_width: int = 64
+    groups: int = 1  # of every second block of each stage (the `g4` variants: 4)
+    se: bool = False
+    deploy: bool = False
+    num_classes: int | None = 1000
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    conv: ModuleDef = Conv
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return tuple(
+            make_divisible(c * f) for c, f in zip(BASE_WIDTHS, self.width_factors, strict=True)
+        )
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`: the stride-2 stem and each stage's output."""
+        return {"stem": 2, **{f"stages_{i}": 2 ** (i + 2) for i in range(len(self.depths))}}
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        conv = partial(self.conv, use_bias=False, dtype=self.dtype)
+        norm = batch_norm(TORCH, train, self.dtype)
+        block = partial(RepVggBlock, conv=conv, norm=norm, se=self.se, deploy=self.deploy)
+        end_points = {}
+        x = end_points["stem"] = block(self.stem_width, strides=2, name="stem")(
+            jnp.asarray(x, self.dtype)
+        )
+        for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
+            x = Stage(width, depth, block, self.groups, name=f"stages_{i}")(x)
+            end_points[f"stages_{i}"] = x
+        return classify(
+            global_avg_pool(x),
+            end_points,
+            self.num_classes,
+            train=train,
+            dropout_rate=self.dropout_rate,
+            dtype=self.dtype,
+            name="fc",
+            scope="head",
+        )
+
+
+def _fuse(kernel: jax.Array, bn: dict, stats: dict, eps: float) -> tuple[jax.Array, jax.Array]:
+    """A bias-free convolution's kernel `[kh, kw, in, out]` and its BatchNorm -> kernel, bias."""
+    scale = bn["scale"] / jnp.sqrt(stats["var"] + eps)
+    return kernel * scale, bn["bias"] - stats["mean"] * scale
+
+
+def _fuse_block(params: dict, stats: dict, eps: float) -> tuple[dict, dict]:
+    """One block's training variables -> its `reparam_conv` (and `attn`, kept)."""
+    kxk = params["conv_kxk"]["conv"]["kernel"]
+    kernel, bias = _fuse(kxk, params["conv_kxk"]["bn"], stats["conv_kxk"]["bn"], eps)
+    k1, b1 = _fuse(params["conv_1x1"]["conv"]["kernel"], params["conv_1x1"]["bn"],
+                   stats["conv_1x1"]["bn"], eps)  # fmt: skip
+    centre = kxk.shape[0] // 2
+    kernel = kernel.at[centre, centre].add(k1[0, 0])
+    bias = bias + b1
+    if "identity" in params:
+        per_group, channels = kxk.shape[2], kxk.shape[3]
+        ones = jnp.zeros((per_group, channels), kxk.dtype)
+        ones = ones.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
+        ki, bi = _fuse(ones, params["identity"], stats["identity"], eps)
+        kernel = kernel.at[centre, centre].add(ki)
+        bias = bias + bi
+    fused = {"reparam_conv": {"kernel": kernel, "bias": bias}}
+    if "attn" in params:
+        fused["attn"] = params["attn"]
+    return fused, {}
+
+
+def reparameterize(variables: dict, eps: float = TORCH.epsilon) -> dict:
+    """The training form's variables -> those of the same network with `deploy=True`: each
+    block's branches and BatchNorms folded into one biased 3x3 convolution (module docstring;
+    timm's `RepVggBlock.reparameterize`). Pure: `variables` are left as they are."""
+    params, stats = variables["params"], variables["batch_stats"]
+    out = {k: v for k, v in params.items() if k != "stem" and not k.startswith("stages_")}
+    out["stem"], _ = _fuse_block(params["stem"], stats["stem"], eps)
+    for name in params:
+        if name.startswith("stages_"):
+            out[name] = {
+                block: _fuse_block(p, stats[name][block], eps)[0]
+                for block, p in params[name].items()
+            }
+    return {"params": out}
+
+
+_a = partial(RepVGG, depths=(2, 4, 14, 1))
+repvgg_a0 = partial(_a, width_factors=(0.75, 0.75, 0.75, 2.5), stem_width=48)
+repvgg_a1 = partial(_a, width_factors=(1.0, 1.0, 1.0, 2.5))
+repvgg_a2 = partial(_a, width_factors=(1.5, 1.5, 1.5, 2.75))
+repvgg_b0 = partial(RepVGG, width_factors=(1.0, 1.0, 1.0, 2.5))
+repvgg_b1 = partial(RepVGG, width_factors=(2.0, 2.0, 2.0, 4.0))
+repvgg_b1g4 = partial(repvgg_b1, groups=4)
+repvgg_b2 = partial(RepVGG, width_factors=(2.5, 2.5, 2.5, 5.0))
+repvgg_b2g4 = partial(repvgg_b2, groups=4)
+repvgg_b3 = partial(RepVGG, width_factors=(3.0, 3.0, 3.0, 5.0))
+repvgg_b3g4 = partial(repvgg_b3, groups=4)
+# 320-px weights (timm's crop 1.0: `nets_weights/repvgg.py`).
+repvgg_d2se = partial(RepVGG, depths=(8, 14, 24, 1), width_factors=(2.5, 2.5, 2.5, 5.0), se=True)

@@ -1,0 +1,73 @@
+"""load_pretrained for timm's RepVGG: parity on fixtures timm produced (tools/fixtures_repvgg.py),
+grouped (`g4`) and with `repvgg_d2se`'s squeeze-excite, in the training form; and
+`reparameterize` against timm's own `reparameterize()` of the same networks: its fused
+convolutions and the deploy network's logits."""
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import nets_factory
+from nets import repvgg
+from nets_weights.repvgg import layout
+from tests.test_pretrained import FIXTURES, expected, relative_error
+from tests.test_repvgg import SMALL
+
+pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
+
+PARITY = {"repvgg_g4": "repvgg_b1g4", "repvgg_se": "repvgg_d2se"}
+
+
+def load(case):
+    return nets_factory.load_pretrained(PARITY[case], FIXTURES / "parity" / case, **SMALL)
+
+
+def fused_logits(case, variables, **reparameterize):
+    deploy = nets_factory.get_network_fn(PARITY[case], 10, deploy=True, **SMALL)
+    fused = repvgg.reparameterize(variables, **reparameterize)
+    return jax.jit(deploy.apply)(fused, expected(case)["images"])[0], fused
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_logits_are_the_references(case):
+    network_fn, variables = load(case)
+    reference = expected(case)
+    logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
+    assert relative_error(logits, reference["logits"]) <= 1e-4  # 2.0e-7 / 1.7e-7 measured (g4 / se)
+    assert end_points["stages_3"].shape == (2, 2, 2, 64)
+
+
+@pytest.mark.parametrize("case", sorted(PARITY))
+def test_the_fused_network_is_timms_reparameterized_one(case):
+    _, variables = load(case)
+    timm_fused = load_file(FIXTURES / "parity" / case / "fused.safetensors")
+    logits, fused = fused_logits(case, variables)
+    assert relative_error(logits, timm_fused["logits"]) <= 1e-4  # 1.8e-7 / 2.2e-7 measured
+    assert relative_error(logits, expected(case)["logits"]) <= 1e-4  # the training form's too
+    for key in ("stem", "stages_1/blocks_1", "stages_1/blocks_2"):  # no identity, grouped, plain
+        ours = fused["params"]
+        for part in key.split("/"):
+            ours = ours[part]
+        prefix = layout(tuple(key.split("/")))
+        theirs = timm_fused[f"{prefix}.reparam_conv.weight"].transpose(2, 3, 1, 0)
+        np.testing.assert_allclose(ours["reparam_conv"]["kernel"], theirs, atol=1e-6)
+        np.testing.assert_allclose(
+            ours["reparam_conv"]["bias"], timm_fused[f"{prefix}.reparam_conv.bias"], atol=1e-6
+        )
+
+
+def test_pytorchs_epsilon_matters_to_the_fusion():
+    """Folded with another BatchNorm epsilon (Slim's 1e-3) the deploy network is another
+    function: the fusion must use the epsilon the training form normalises with."""
+    _, variables = load("repvgg_g4")
+    logits, _ = fused_logits("repvgg_g4", variables, eps=1e-3)
+    assert relative_error(logits, expected("repvgg_g4")["logits"]) > 1e-3  # 3.2e-2 measured
+
+
+def test_reparameterize_leaves_its_input_as_it_was():
+    _, variables = load("repvgg_se")
+    before = jax.tree.map(np.array, variables)
+    fused = repvgg.reparameterize(variables)
+    jax.tree.map(np.testing.assert_array_equal, before, variables)
+    assert fused["params"]["stem"]["attn"]["fc1"]["kernel"].shape == (1, 1, 8, 1)

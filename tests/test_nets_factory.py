@@ -435,6 +435,12 @@ GRADIENT_CASES = {
     # Res2Net's splits (ResNeSt's split attention: tests/test_resnest.py, a bias of which
     # BatchNorm cancels in training)
     "res2net50d": {"num_filters": 8, "stage_sizes": (1, 1), "stem_widths": (4, 4)},
+    # basic blocks under shortcut roots; trees whose roots read their pooled inputs
+    "dla34": {
+        "levels": (1, 1, 1, 1, 1, 1),
+        "channels": (4, 4, 8, 8, 16, 16),
+        "shortcut_root": True,
+    },
 }
 
 

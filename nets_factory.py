@@ -35,6 +35,7 @@ from nets import (
     cifarnet,
     convnext,
     densenet,
+    dla,
     efficientformer,
     efficientformer_v2,
     efficientnet,
@@ -219,6 +220,17 @@ networks_map: dict[str, functools.partial] = {
     "densenet161": densenet.densenet161,
     "densenet169": densenet.densenet169,
     "densenet201": densenet.densenet201,
+    # Deep Layer Aggregation (Yu et al. 2018), timm's names.
+    "dla34": dla.dla34,
+    "dla46_c": dla.dla46_c,
+    "dla46x_c": dla.dla46x_c,
+    "dla60": dla.dla60,
+    "dla60x": dla.dla60x,
+    "dla60x_c": dla.dla60x_c,
+    "dla102": dla.dla102,
+    "dla102x": dla.dla102x,
+    "dla102x2": dla.dla102x2,
+    "dla169": dla.dla169,
     # RegNet X/Y (Radosavovic et al. 2020) from the paper's parameters: torchvision's names, and
     # timm's where its pycls weights' widths differ from torchvision's (nets/regnet.py).
     "regnet_x_400mf": regnet.regnet_x_400mf,

@@ -17,6 +17,7 @@ from nets_weights import (
     cait,
     convnext,
     densenet,
+    dla,
     efficientformer,
     efficientnet,
     eva,
@@ -77,6 +78,7 @@ class Pretrained:
 ARCHITECTURES: dict[str, Architecture] = {
     **resnet.ARCHITECTURES,
     **resnest.ARCHITECTURES,
+    **dla.ARCHITECTURES,
     **convnext.ARCHITECTURES,
     **resnet_v2.ARCHITECTURES,
     **vgg.ARCHITECTURES,

@@ -442,6 +442,12 @@ GRADIENT_CASES = {
         "stem_width": 8,
         "groups": 4,
     },
+    # basic blocks under shortcut roots; trees whose roots read their pooled inputs
+    "dla34": {
+        "levels": (1, 1, 1, 1, 1, 1),
+        "channels": (4, 4, 8, 8, 16, 16),
+        "shortcut_root": True,
+    },
 }
 
 

@@ -68,6 +68,18 @@ def relative_error(logits, reference):
     return float(np.max(np.abs(np.asarray(logits) - reference)) / np.max(np.abs(reference)))
 
 
+def parity_error(name, kwargs, case, **changes):
+    """The relative error of fixture `case` loaded as `name` with `kwargs`; with `changes`, of
+    the same variables in a network with those fields changed (a convention turned off)."""
+    network_fn, variables = nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **kwargs)
+    reference = expected(case)
+    if changes:
+        network_fn = nets_factory.get_network_fn(name, 10, **{**kwargs, **changes}, **XLA_CONVS)
+        variables = published.without_mark(variables)
+    logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
+    return relative_error(logits, reference["logits"])
+
+
 @cache  # read-only: the parity test and the tests of its network and variables share each load
 def loaded(case):
     name, kwargs = PARITY[case]

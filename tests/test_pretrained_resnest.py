@@ -5,17 +5,13 @@ the plain stem, Res2NeXt's on ResNet-D's), and the conventions they need."""
 
 from functools import partial
 
-import jax
 import pytest
 
-import nets_factory
 from nets import res2net, resnest
 from nets.layers import avg_pool
 from nets.res2net import Res2NetBottleneck
 from nets.resnest import ResNeStBottleneck
-from nets_weights import published
-from tests.helpers import XLA_CONVS
-from tests.test_pretrained import FIXTURES, expected, relative_error
+from tests.test_pretrained import parity_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
 
@@ -65,14 +61,7 @@ PARITY = {
 
 
 def _error(case, **changes):
-    name, kwargs = PARITY[case]
-    network_fn, variables = nets_factory.load_pretrained(name, FIXTURES / "parity" / case, **kwargs)
-    reference = expected(case)
-    if changes:
-        network_fn = nets_factory.get_network_fn(name, 10, **{**kwargs, **changes}, **XLA_CONVS)
-        variables = published.without_mark(variables)
-    logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
-    return relative_error(logits, reference["logits"])
+    return parity_error(*PARITY[case], case, **changes)
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))

@@ -16,6 +16,13 @@ from timm_compat import import_timm  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "feature_info_timm.json"
 
+# Networks whose `model.feature_info` lists a level their `features_only` default leaves out: DLA's
+# stride-1 `level0` (its `out_indices` are 1 to 5). Their levels are `features_only`'s.
+DLA = [
+    *("dla34", "dla46_c", "dla46x_c", "dla60", "dla60x", "dla60x_c"),
+    *("dla102", "dla102x", "dla102x2", "dla169"),
+]
+
 SAME_NAMES = [
     *[f"resnet{d}" for d in (18, 34, 50, 101, 152, 200)],
     "wide_resnet50_2",
@@ -76,6 +83,7 @@ SAME_NAMES = [
     *[f"gmixer_{d}_224" for d in (12, 24)],
     *[f"resmlp_{d}_224" for d in ("12", "24", "36", "big_24")],
     *[f"gmlp_{s}16_224" for s in ("ti", "s", "b")],
+    *DLA,
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",
@@ -99,8 +107,12 @@ def main() -> None:
     timm = import_timm()
     table = {}
     for ours, theirs in [*((n, n) for n in SAME_NAMES), *RENAMED.items()]:
-        model = timm.create_model(theirs, pretrained=False)
-        levels = [[d["reduction"], d["num_chs"]] for d in model.feature_info]
+        if theirs in DLA:
+            info = timm.create_model(theirs, pretrained=False, features_only=True).feature_info
+            levels = [list(level) for level in zip(info.reduction(), info.channels(), strict=True)]
+        else:
+            model = timm.create_model(theirs, pretrained=False)
+            levels = [[d["reduction"], d["num_chs"]] for d in model.feature_info]
         table[ours] = {"timm": theirs, "levels": levels}
         print(ours, theirs, levels)
     OUT.write_text(json.dumps(table, indent=1) + "\n")

@@ -35,6 +35,13 @@ IMAGE_SIZES |= {
 IMAGE_SIZES |= {f"efficientformer_{size}": (224, 224) for size in ("l1", "l3", "l7")}
 IMAGE_SIZES |= {f"efficientformerv2_{size}": (224, 224) for size in ("s0", "s1", "s2", "l")}
 
+# DLA's 2x2 pools and strided 3x3 convolutions agree on even maps alone: 56 px leaves a 7x7.
+IMAGE_SIZES |= {
+    name: (224, 64)
+    for name in ("dla34", "dla46_c", "dla46x_c", "dla60", "dla60x", "dla60x_c")
+    + ("dla102", "dla102x", "dla102x2", "dla169")
+}
+
 # timm's MLP-Mixer family takes its 224 px patch grid alone; its classifier starts at zero and
 # gMLP's and gMixer's gates near it: `fixtures_mlp_mixer.nontrivial` draws them first.
 MLP_MIXERS = ("mixer_", "gmixer_", "resmlp_", "gmlp_")

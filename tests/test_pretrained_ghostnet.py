@@ -1,13 +1,17 @@
 """load_pretrained for timm's GhostNet and GhostNetV2: parity on fixtures timm produced
 (tools/fixtures_ghostnet.py), its own class with a reduced table at width 0.5."""
 
+import functools
+
 import jax
 import pytest
 
 import nets_factory
 from nets import ghostnet
 from nets.ghostnet import BlockDef
+from nets_weights import architectures
 from tests.test_pretrained import FIXTURES, expected, relative_error
+from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
 
@@ -26,16 +30,26 @@ SMALL = {
 PARITY = {"ghostnet": "ghostnet_100", "ghostnetv2": "ghostnetv2_100"}
 
 
-def logits(case: str, **kwargs):
-    network_fn, variables = nets_factory.load_pretrained(
-        PARITY[case], FIXTURES / "parity" / case, **SMALL, **kwargs
-    )
+@functools.cache  # read-only: the parity test and the tests of conventions share each load
+def loaded(case: str):
+    return nets_factory.load_pretrained(PARITY[case], FIXTURES / "parity" / case, **SMALL)
+
+
+def logits(case: str):
+    network_fn, variables = loaded(case)
     return jax.jit(network_fn.apply)(variables, expected(case)["images"])[0]
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))
 def test_logits_are_the_references(case):
     assert relative_error(logits(case), expected(case)["logits"]) <= 1e-4
+
+
+def test_padding_and_epsilon_matter():
+    # Under 'SAME' padding, or BatchNorm epsilon 1e-3, the same weights compute another function.
+    _, variables = loaded("ghostnet")
+    arch = architectures.ARCHITECTURES["ghostnet_100"]
+    assert_each_convention_matters(arch, SMALL, variables, expected("ghostnet"))
 
 
 def test_the_upsampling_is_torchs_nearest(monkeypatch):
@@ -46,9 +60,3 @@ def test_the_upsampling_is_torchs_nearest(monkeypatch):
 
     monkeypatch.setattr(ghostnet, "upsample_nearest", centred)
     assert relative_error(logits("ghostnetv2"), expected("ghostnetv2")["logits"]) > 1e-2
-
-
-def test_the_squeeze_excite_gate_is_hard(monkeypatch):
-    # timm's `hard_sigmoid` (relu6(x + 3) / 6), not the logistic sigmoid of EfficientNet's.
-    monkeypatch.setattr(ghostnet.nn, "hard_sigmoid", ghostnet.nn.sigmoid)
-    assert relative_error(logits("ghostnet"), expected("ghostnet")["logits"]) > 1e-3

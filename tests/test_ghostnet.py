@@ -60,13 +60,12 @@ def test_feature_levels_are_timms():
     assert levels == {"stem": 2, "blocks_1": 4, "blocks_3": 8, "blocks_5": 16, "blocks_7": 32}
 
 
-@pytest.mark.slow  # traces V2 twice (init and apply), abstractly
 def test_end_points_and_attention_placement():
     # The parity fixtures' table (tests/test_pretrained_ghostnet.py) as V2, traced abstractly.
     module = ghostnet.GhostNet(num_classes=10, attention=True, **SMALL)
     images = jax.ShapeDtypeStruct((1, 52, 52, 3), jnp.float32)
-    variables = jax.eval_shape(partial(module.init, train=False), jax.random.key(0), images)
-    _, end_points = jax.eval_shape(partial(module.apply, train=False), variables, images)
+    init = partial(module.init_with_output, train=False)
+    (_, end_points), variables = jax.eval_shape(init, jax.random.key(0), images)
     shapes = {k: v.shape for k, v in end_points.items()}
     assert shapes["stem"] == (1, 26, 26, 8) and shapes["blocks_1"] == (1, 13, 13, 8)
     assert shapes["blocks_3"] == (1, 7, 7, 16) and shapes["conv_final"] == (1, 7, 7, 24)

@@ -60,6 +60,7 @@ def test_feature_levels_are_timms():
     assert levels == {"stem": 2, "blocks_1": 4, "blocks_3": 8, "blocks_5": 16, "blocks_7": 32}
 
 
+@pytest.mark.slow  # traces V2 abstractly (1 s); the fast tier has its remat test
 def test_end_points_and_attention_placement():
     # The parity fixtures' table (tests/test_pretrained_ghostnet.py) as V2, traced abstractly.
     module = ghostnet.GhostNet(num_classes=10, attention=True, **SMALL)

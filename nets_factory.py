@@ -40,6 +40,7 @@ from nets import (
     efficientformer_v2,
     efficientnet,
     eva,
+    ghostnet,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -441,6 +442,11 @@ networks_map: dict[str, functools.partial] = {
     "efficientnet_v2_s": efficientnet.efficientnet_v2_s,
     "efficientnet_v2_m": efficientnet.efficientnet_v2_m,
     "efficientnet_v2_l": efficientnet.efficientnet_v2_l,
+    # GhostNet (Han et al. 2020) and GhostNetV2 (Tang et al. 2022), timm's names.
+    "ghostnet_100": ghostnet.ghostnet_100,
+    "ghostnetv2_100": ghostnet.ghostnetv2_100,
+    "ghostnetv2_130": ghostnet.ghostnetv2_130,
+    "ghostnetv2_160": ghostnet.ghostnetv2_160,
     # MobileNetV4's convolutional networks (Qin et al. 2024), timm's names and conventions.
     "mobilenetv4_conv_small": mobilenet_v4.mobilenetv4_conv_small,
     "mobilenetv4_conv_small_050": mobilenet_v4.mobilenetv4_conv_small_050,

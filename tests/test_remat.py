@@ -21,6 +21,7 @@ from nets.mobilevit import Stage
 from tests.helpers import XLA_CONVS, equations
 from tests.test_efficientformer import SMALL as EFFICIENTFORMER
 from tests.test_efficientformer_v2 import SMALL as EFFICIENTFORMER_V2
+from tests.test_pretrained_ghostnet import SMALL as GHOSTNET
 
 # name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
 TINY = {
@@ -151,6 +152,8 @@ TINY = {
         32,
     ),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
+    # Ghost bottlenecks with V2's attention (the parity fixtures' five-block table).
+    "ghostnetv2_100": ({**GHOSTNET, **XLA_CONVS}, 5, 52),
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},
         3,

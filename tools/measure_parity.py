@@ -30,6 +30,9 @@ IMAGE_SIZES |= {
     for mode in ("", "conv_")
     for size in ("128s", "128", "192", "256", "384")
 }
+# GhostNetV2's attention gates are calibrated where they run: at 56 px the last stage's gate is
+# a 1x1 map, and BatchNorm statistics from it leave the 224 px network ill-conditioned.
+IMAGE_SIZES |= {f"ghostnetv2_{width}": (224, 224) for width in (100, 130, 160)}
 
 # EfficientFormer's (V1's, V2's) attention biases are made for the maps of 224 px images alone.
 IMAGE_SIZES |= {f"efficientformer_{size}": (224, 224) for size in ("l1", "l3", "l7")}

@@ -166,26 +166,26 @@ def _fuse(kernel: jax.Array, bn: dict, stats: dict, eps: float) -> tuple[jax.Arr
     return kernel * scale, bn["bias"] - stats["mean"] * scale
 
 
-def _fuse_block(params: dict, stats: dict, eps: float) -> tuple[dict, dict]:
+def _fuse_block(params: dict, stats: dict, eps: float) -> dict:
     """One block's training variables -> its `reparam_conv` (and `attn`, kept)."""
     kxk = params["conv_kxk"]["conv"]["kernel"]
     kernel, bias = _fuse(kxk, params["conv_kxk"]["bn"], stats["conv_kxk"]["bn"], eps)
-    k1, b1 = _fuse(params["conv_1x1"]["conv"]["kernel"], params["conv_1x1"]["bn"],
-                   stats["conv_1x1"]["bn"], eps)  # fmt: skip
+    k1x1 = params["conv_1x1"]["conv"]["kernel"]
+    k1, b1 = _fuse(k1x1, params["conv_1x1"]["bn"], stats["conv_1x1"]["bn"], eps)
     centre = kxk.shape[0] // 2
     kernel = kernel.at[centre, centre].add(k1[0, 0])
     bias = bias + b1
     if "identity" in params:
         per_group, channels = kxk.shape[2], kxk.shape[3]
-        ones = jnp.zeros((per_group, channels), kxk.dtype)
-        ones = ones.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
-        ki, bi = _fuse(ones, params["identity"], stats["identity"], eps)
+        eye = jnp.zeros((per_group, channels), kxk.dtype)  # the identity as a grouped 1x1
+        eye = eye.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
+        ki, bi = _fuse(eye, params["identity"], stats["identity"], eps)
         kernel = kernel.at[centre, centre].add(ki)
         bias = bias + bi
     fused = {"reparam_conv": {"kernel": kernel, "bias": bias}}
     if "attn" in params:
         fused["attn"] = params["attn"]
-    return fused, {}
+    return fused
 
 
 def reparameterize(variables: dict, eps: float = TORCH.epsilon) -> dict:
@@ -194,12 +194,11 @@ def reparameterize(variables: dict, eps: float = TORCH.epsilon) -> dict:
     timm's `RepVggBlock.reparameterize`). Pure: `variables` are left as they are."""
     params, stats = variables["params"], variables["batch_stats"]
     out = {k: v for k, v in params.items() if k != "stem" and not k.startswith("stages_")}
-    out["stem"], _ = _fuse_block(params["stem"], stats["stem"], eps)
+    out["stem"] = _fuse_block(params["stem"], stats["stem"], eps)
     for name in params:
         if name.startswith("stages_"):
             out[name] = {
-                block: _fuse_block(p, stats[name][block], eps)[0]
-                for block, p in params[name].items()
+                block: _fuse_block(p, stats[name][block], eps) for block, p in params[name].items()
             }
     return {"params": out}
 

@@ -38,7 +38,7 @@ the last stage's tokens as their map: timm's `stages.{i}`), `pre_logits` (the av
 normalised tokens), `cls_logits`, `dist_logits`, `logits`, `predictions`.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -56,6 +56,7 @@ from nets.layers import (
     classify_distilled,
     drop_path,
 )
+from nets.layers.attention import BiasedProduct
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
 from nets.metaformer import pooling
@@ -64,35 +65,6 @@ from nets.vit import Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, timm's EfficientFormer's
 _INIT = nn.initializers.truncated_normal(0.02)
-
-
-class BiasedProduct(nn.Module):
-    """`softmax(q k^T / sqrt(d) + bias) v` for values wider than the keys (LeViT's attention,
-    which `jax.nn.dot_product_attention` refuses); the logits and softmax in float32."""
-
-    @nn.compact
-    def __call__(
-        self,
-        q: jax.Array,
-        k: jax.Array,
-        v: jax.Array,
-        bias: jax.Array,
-        weigh: Callable[[jax.Array], jax.Array] = jax.nn.softmax,
-    ) -> jax.Array:
-        """`q`: `[batch, queries, heads, d]`; `k`: `[batch, keys, heads, d]`; `v`: `[batch, keys,
-        heads, dv]`; `bias`: `[heads, queries, keys]` -> `[batch, queries, heads, dv]`. `weigh`
-        takes the logits `[batch, heads, queries, keys]` to the weights (EfficientFormerV2 mixes
-        the heads before and after the softmax)."""
-        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        weights = weigh(logits * q.shape[-1] ** -0.5 + bias.astype(jnp.float32))
-        return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(v.dtype), v)
-
-    @staticmethod
-    def macs(q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, weigh=None) -> int:
-        """`q k^T` and `attention v`, as `DotProductAttention.macs` counts them."""
-        batch, queries, heads, head_dim = q.shape
-        scores = batch * heads * queries * k.shape[1]
-        return scores * head_dim + scores * v.shape[-1]
 
 
 class Attention(nn.Module):

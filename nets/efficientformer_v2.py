@@ -43,7 +43,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.efficientformer import BiasedProduct, stage_layer_id
+from nets.efficientformer import stage_layer_id
 from nets.layers import (
     TORCH,
     Conv,
@@ -55,6 +55,7 @@ from nets.layers import (
     classify_distilled,
     drop_path,
 )
+from nets.layers.attention import BiasedProduct
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.tiny_vit import attention_bias_index
 

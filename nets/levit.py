@@ -55,13 +55,13 @@ from nets.layers import (
     TORCH,
     Conv,
     ConvNormAct,
-    DotProductAttention,
     ModuleDef,
     batch_norm,
     checkpointed,
     drop_path,
     global_avg_pool,
 )
+from nets.layers.attention import BiasedProduct
 from nets.layers.drop_path import check_drop_path_rate
 from nets.layers.layer_depth import stage_block_index
 from nets.layers.padding import PaddingLike, smallest_input
@@ -81,21 +81,6 @@ class LinearNorm(nn.Module):
         dtype = self.norm.keywords["dtype"]
         x = nn.Dense(self.features, use_bias=False, dtype=dtype, name="linear")(x)
         return self.norm(name="bn")(x)
-
-
-class Product(nn.Module):
-    """`softmax(q k^T / sqrt(key_dim) + bias) v` with values wider than the keys (which
-    `jax.nn.dot_product_attention` refuses); its MACs are `DotProductAttention`'s."""
-
-    macs = staticmethod(DotProductAttention.macs)
-
-    @nn.compact
-    def __call__(self, query, key, value, bias):
-        """`query` `[b, q, heads, d]`, `key` `[b, n, heads, d]`, `value` `[b, n, heads, e]`,
-        `bias` `[1, heads, q, n]` -> `[b, q, heads, e]`."""
-        logits = jnp.einsum("bqhd,bnhd->bhqn", query, key) * query.shape[-1] ** -0.5
-        weights = jax.nn.softmax((logits + bias).astype(jnp.float32)).astype(value.dtype)
-        return jnp.einsum("bhqn,bnhe->bqhe", weights, value)
 
 
 class Attention(nn.Module):
@@ -132,7 +117,7 @@ class Attention(nn.Module):
             x = x[:, :: self.stride, :: self.stride]
             q = LinearNorm(heads * key_dim, self.norm, name="q")(x)
             q = q.reshape(batch, -1, heads, key_dim)
-        out = Product(name="product")(q, k, v, bias.astype(q.dtype))
+        out = BiasedProduct(name="product")(q, k, v, bias)
         out = hard_swish(out.reshape(batch, *x.shape[1:3], heads * value_dim))
         return LinearNorm(self.features, self.norm, name="proj")(out)
 

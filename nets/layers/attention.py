@@ -24,6 +24,7 @@ count: `q k^T` and `attention v`, each `heads * queries * keys * head_dim` per i
 PyTorch's `FlopCounterMode` and timm's benchmark tables count them.
 """
 
+from collections.abc import Callable
 from typing import Literal
 
 import flax.linen as nn
@@ -141,3 +142,31 @@ class DotProductAttention(nn.Module):
         batch, queries, heads, head_dim = query.shape
         scores = batch * heads * queries * key.shape[1]
         return scores * head_dim + scores * value.shape[-1]
+
+
+class BiasedProduct(nn.Module):
+    """`softmax(q k^T / sqrt(d) + bias) v` for values wider than the keys (LeViT's and
+    EfficientFormer's attention, which `jax.nn.dot_product_attention` refuses); the logits and
+    softmax in float32."""
+
+    @nn.compact
+    def __call__(
+        self,
+        q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        bias: jax.Array,
+        weigh: Callable[[jax.Array], jax.Array] = jax.nn.softmax,
+    ) -> jax.Array:
+        """`q`: `[batch, queries, heads, d]`; `k`: `[batch, keys, heads, d]`; `v`: `[batch, keys,
+        heads, dv]`; `bias`: broadcast to `[batch, heads, queries, keys]` -> `[batch, queries,
+        heads, dv]`. `weigh` takes the logits `[batch, heads, queries, keys]` to the weights
+        (EfficientFormerV2 mixes the heads before and after the softmax)."""
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+        weights = weigh(logits * q.shape[-1] ** -0.5 + bias.astype(jnp.float32))
+        return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(v.dtype), v)
+
+    @staticmethod
+    def macs(q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, weigh=None) -> int:
+        """`q k^T` and `attention v`, as `DotProductAttention.macs` counts them."""
+        return DotProductAttention.macs(q, k, v)

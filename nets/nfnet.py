@@ -43,7 +43,6 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from nets.layers import (
     Conv,
@@ -56,6 +55,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.conv import standardize
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.resnet import EfficientChannelAttention
 
@@ -79,10 +79,8 @@ class ScaledStandardization:
     def __call__(self, module: nn.Module, kernel: jax.Array) -> jax.Array:
         init = nn.initializers.constant(self.gain_init)
         gain = module.param("gain", init, kernel.shape[-1:], kernel.dtype)
-        mean = jnp.mean(kernel, axis=(0, 1, 2))
-        var = jnp.var(kernel, axis=(0, 1, 2))
         scale = gain * (self.gamma * math.prod(kernel.shape[:3]) ** -0.5)
-        return (kernel - mean) * (lax.rsqrt(var + self.epsilon) * scale)
+        return standardize(kernel, self.epsilon, scale)
 
 
 def scaled_std_conv(

@@ -49,6 +49,17 @@ from nets.layers import (
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
 
+def average_down(
+    x: jax.Array, strides: tuple[int, int], avg_down: bool
+) -> tuple[jax.Array, tuple[int, int]]:
+    """ResNet-D's shortcut input: with `avg_down` and a stride, `x` averaged over 2x2 windows at
+    `strides` (timm's: ceil mode, padding not counted) and stride 1 left for the 1x1 convolution,
+    which would otherwise read one pixel in four; else `x` and `strides` as they are."""
+    if avg_down and strides != (1, 1):
+        return avg_pool(x, (2, 2), strides, padding="SAME", count_include_pad=False), (1, 1)
+    return x, strides
+
+
 def projection_shortcut(
     x: jax.Array,
     features: int,
@@ -57,12 +68,9 @@ def projection_shortcut(
     norm: ModuleDef,
     avg_down: bool,
 ) -> jax.Array:
-    """A 1x1 convolution and BatchNorm to `features` channels at `strides`; with `avg_down`
-    (ResNet-D), a strided one averages 2x2 windows first (timm's: ceil mode, padding not counted)
-    and convolves at stride 1, where a strided 1x1 convolution reads one pixel in four."""
-    if avg_down and strides != (1, 1):
-        x = avg_pool(x, (2, 2), strides, padding="SAME", count_include_pad=False)
-        strides = (1, 1)
+    """A 1x1 convolution and BatchNorm to `features` channels at `strides`, after
+    `average_down` (ResNet-D) with `avg_down`."""
+    x, strides = average_down(x, strides, avg_down)
     x = conv(features, (1, 1), strides, name="conv_proj")(x)
     return norm(name="norm_proj")(x)
 
@@ -214,15 +222,15 @@ class PoolingBottleneck(nn.Module):
     deterministic: bool = True
 
 
-class PreActBottleneckBlock(nn.Module):
-    """Pre-activation bottleneck (ResNet v2): BN-ReLU before each convolution, clean identity path.
-
-    As in Slim, the shortcut projection (when shapes change) reads the pre-activated input, and the
-    last 1x1 convolution and the projection carry biases, no BatchNorm following them directly
-    (`use_bias=False`: timm's `PreActBottleneck`, which has none).
-    """
+class PreActivationBlock(nn.Module):
+    """A pre-activation block (ResNet v2): `shortcut(x) + residual(act(norm(x)))`, the shortcut
+    `x` itself where the shape stays, else a 1x1 convolution `shortcut` of the pre-activated
+    input to the block's outputs (after `average_down` with `avg_down`), biased with `use_bias`
+    as the residual branch's last convolution (Slim's have biases there, timm's none). The
+    subclasses' `residual` is the branch, `expansion` its outputs per filter."""
 
     pre_activation: ClassVar[bool] = True
+    expansion: ClassVar[int] = 1
 
     filters: int
     conv: ModuleDef
@@ -230,23 +238,52 @@ class PreActBottleneckBlock(nn.Module):
     act: Callable
     strides: tuple[int, int] = (1, 1)
     use_bias: bool = True
+    avg_down: bool = False  # the projection averages first (ResNet-D; `ResNet`'s)
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):
         preact = self.act(self.norm(name="preact")(x))
-        shortcut = x
-        if x.shape[-1] != self.filters * 4 or self.strides != (1, 1):
+        shortcut, features = x, self.filters * self.expansion
+        if x.shape[-1] != features or self.strides != (1, 1):
+            pooled, strides = average_down(preact, self.strides, self.avg_down)
             shortcut = self.conv(
-                self.filters * 4, (1, 1), self.strides, use_bias=self.use_bias, name="shortcut"
-            )(preact)
+                features, (1, 1), strides, use_bias=self.use_bias, name="shortcut"
+            )(pooled)
+        y = self.residual(preact)
+        return shortcut + drop_path(self, y, self.drop_path_rate, not self.deterministic)
+
+    def residual(self, preact: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+
+class PreActBottleneckBlock(PreActivationBlock):
+    """Pre-activation bottleneck (ResNet v2): BN-ReLU before each convolution, clean identity path.
+
+    As in Slim, the shortcut projection (when shapes change) reads the pre-activated input, and the
+    last 1x1 convolution and the projection carry biases, no BatchNorm following them directly
+    (`use_bias=False`: timm's `PreActBottleneck`, which has none).
+    """
+
+    expansion: ClassVar[int] = 4
+
+    def residual(self, preact: jax.Array) -> jax.Array:
         y = self.conv(self.filters, (1, 1))(preact)
         y = self.act(self.norm()(y))
         y = self.conv(self.filters, (3, 3), self.strides)(y)
         y = self.act(self.norm()(y))
-        y = self.conv(self.filters * 4, (1, 1), use_bias=self.use_bias)(y)
-        return shortcut + drop_path(self, y, self.drop_path_rate, not self.deterministic)
+        return self.conv(self.filters * 4, (1, 1), use_bias=self.use_bias)(y)
+
+
+class PreActBasicBlock(PreActivationBlock):
+    """Pre-activation basic block (timm's `PreActBasic`, its ResNetV2-18/34): two 3x3
+    convolutions of `filters` channels, the first strided, each after BN-ReLU."""
+
+    def residual(self, preact: jax.Array) -> jax.Array:
+        y = self.conv(self.filters, (3, 3), self.strides)(preact)
+        y = self.act(self.norm()(y))
+        return self.conv(self.filters, (3, 3), use_bias=self.use_bias)(y)
 
 
 def _is_pre_activation(block_cls) -> bool:
@@ -279,6 +316,10 @@ class ResNet(nn.Module):
     stem_kernel_size: int | None = None
     stem_strides: int = 2
     stem_pool: bool = True
+    # The stem pool's padding: False, the network's `padding` with -inf (no pixel of it wins
+    # the max); True, one pixel of zeros on each side, which may (BiT's: timm's 'fixed' stem,
+    # whose pool reads a pre-activation stem's signed outputs).
+    stem_pool_zeros: bool = False
     # A deep stem (ResNet-D): convolutions of these widths, the first strided, each with
     # BatchNorm and ReLU, before the stem convolution (timm's `stem_type='deep'` is (32, 32),
     # 'deep_tiered' (24, 32)); () for the single stem convolution.
@@ -292,6 +333,12 @@ class ResNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
+    # A reparametrisation of every convolution's kernel at each call (`Conv.kernel_transform`:
+    # BiT's `WeightStandardization`); a field of its own, so an injected `conv` keeps it.
+    kernel_transform: Callable | None = None
+    # The normalisation, called with `dtype`: None, BatchNorm with PyTorch's convention (batch
+    # statistics in training); GroupNorm or EvoNorm (`nets.resnetv2`), the same in both modes.
+    norm: ModuleDef | None = None
     # Of the 3x3 convolutions and the stem's max pool: 'SAME' as the Flax example and Slim pad
     # (after, on even maps), 'SYMMETRIC' as torchvision and timm do (their weights need it).
     padding: str = "SAME"
@@ -315,7 +362,11 @@ class ResNet(nn.Module):
     def __call__(self, x, train: bool = True):
         check_drop_path_rate(self.drop_path_rate)
         conv = partial(self.conv, use_bias=False, dtype=self.dtype, padding=self.padding)
+        if self.kernel_transform is not None:
+            conv = partial(conv, kernel_transform=self.kernel_transform)
         norm = batch_norm(TORCH, train, self.dtype)
+        if self.norm is not None:
+            norm = partial(self.norm, dtype=self.dtype)
         pre_activation = _is_pre_activation(self.block_cls)
         end_points = {}
 
@@ -337,7 +388,10 @@ class ResNet(nn.Module):
             x = self.act(norm(name="bn_init")(x))
         end_points["conv_init"] = x
         if self.stem_pool:
-            x = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
+            padding = self.padding
+            if self.stem_pool_zeros:
+                x, padding = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), "VALID"
+            x = max_pool(x, (3, 3), strides=(2, 2), padding=padding)
         end_points["stem"] = x
 
         block = self.blocks()
@@ -346,8 +400,6 @@ class ResNet(nn.Module):
         if _pools(self.block_cls):
             block = partial(block, padding=self.padding)
         if self.avg_down:
-            if pre_activation:
-                raise ValueError("avg_down=True: pre-activation blocks have no such shortcut")
             block = partial(block, avg_down=True)
         # The blocks' names are the ones flax gives them (`BottleneckResNetBlock_3`, the Flax
         # example's), written out: a checkpointed block's class has another name.

@@ -15,7 +15,7 @@ import pytest
 
 import nets_factory
 import nets_summary as summary
-from nets import efficientnet
+from nets import efficientnet, resnet, resnetv2
 from nets.layers import Conv
 from tests import variable_trees
 from tests.helpers import (
@@ -441,6 +441,14 @@ GRADIENT_CASES = {
         "width_factors": (0.125,) * 4,
         "stem_width": 8,
         "groups": 4,
+    },
+    # pre-activation basic blocks with averaging shortcuts, EvoNorm-S0's `v` (timm's ResNetV2)
+    "resnetv2_50d_evos": {
+        "block_cls": resnet.PreActBasicBlock,
+        "num_filters": 8,
+        "stage_sizes": (1, 2),
+        "stem_widths": (4, 4),
+        "norm": functools.partial(resnetv2.EvoNormS0, groups=2),
     },
     # basic blocks under shortcut roots; trees whose roots read their pooled inputs
     "dla34": {

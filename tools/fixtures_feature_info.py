@@ -86,6 +86,8 @@ SAME_NAMES = [
     *[f"resmlp_{d}_224" for d in ("12", "24", "36", "big_24")],
     *[f"gmlp_{s}16_224" for s in ("ti", "s", "b")],
     *DLA,
+    *[f"resnetv2_{d}" for d in ("18", "18d", "34", "34d", "50", "101", "50d_gn", "50d_evos")],
+    *[f"resnetv2_{s}_bit" for s in ("50x1", "50x3", "101x1", "101x3", "152x2", "152x4")],
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

@@ -5,8 +5,12 @@ initialisers and its auto-name (`Conv_0`, ...), so a checkpoint does not care wh
 implementation ran. On CPU it runs `nets.layers.cpu.conv.conv2d`, a convolution with its own
 gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px:
 docs/performance.md).
+
+`WeightStandardization` is a `Conv.kernel_transform` (timm's `StdConv2d`, BiT's convolutions);
+`standardize` is its arithmetic, which NFNet's scaled version shares.
 """
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -53,7 +57,8 @@ class Conv(nn.Module):
     impl: Impl = "auto"
     # A reparametrisation of the stored kernel at every call, `(module, kernel) -> kernel`,
     # which may add parameters of its own to the module (NFNet's scaled weight standardisation,
-    # `nets.nfnet.ScaledStandardization`); None convolves with the kernel as stored.
+    # `nets.nfnet.ScaledStandardization`; BiT's `WeightStandardization`); None convolves with
+    # the kernel as stored.
     kernel_transform: Callable[[nn.Module, jax.Array], jax.Array] | None = None
 
     @nn.compact
@@ -119,3 +124,26 @@ def _lax_padding(padding: pad.PaddingLike, pads: pad.Pads) -> str | pad.Pads:
     if isinstance(padding, str) and padding.upper() in ("SAME", "VALID"):
         return padding.upper()
     return pads
+
+
+def standardize(kernel: jax.Array, epsilon: float, scale: jax.Array | float = 1.0) -> jax.Array:
+    """`kernel` `[kh, kw, in, out]` standardised per output channel, `(w - mean) / sqrt(var +
+    epsilon) * scale`, mean and biased variance over its `kh * kw * in` taps (PyTorch's
+    `batch_norm` of the reshaped weight, as timm computes it)."""
+    mean = jnp.mean(kernel, axis=(0, 1, 2))
+    var = jnp.var(kernel, axis=(0, 1, 2))
+    return (kernel - mean) * (lax.rsqrt(var + epsilon) * scale)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightStandardization:
+    """Weight standardisation (Qiao et al. 2019, arXiv:1903.10520) as a `Conv.kernel_transform`:
+    the stored kernel standardised at every call (`standardize`), no parameters of its own.
+    BiT's convolutions (timm's `StdConv2d(eps=1e-8)`) set `epsilon=1e-8`; timm's default is
+    1e-6."""
+
+    epsilon: float = 1e-6
+
+    def __call__(self, module: nn.Module, kernel: jax.Array) -> jax.Array:
+        del module
+        return standardize(kernel, self.epsilon)

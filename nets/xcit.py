@@ -180,13 +180,14 @@ class XCABlock(nn.Module):
     mlp_ratio: float
     init_values: float
     norm: ModuleDef  # the LPI's BatchNorm
+    grid: tuple[int, int]  # the patches' (h, w)
     drop_path_rate: float = 0.0
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
 
     @nn.compact
-    def __call__(self, x: jax.Array, grid: tuple[int, int], train: bool) -> jax.Array:
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
 
         def residual(x: jax.Array, branch: jax.Array, scale: str) -> jax.Array:
@@ -196,7 +197,7 @@ class XCABlock(nn.Module):
         attn = XCA(self.num_heads, dtype=self.dtype, name="attn")
         x = residual(x, attn(norm(name="norm1")(x), train), "ls1")
         lpi = LPI(self.norm, self.conv, self.dtype, name="local_mp")
-        x = residual(x, lpi(norm(name="norm3")(x), grid), "ls3")
+        x = residual(x, lpi(norm(name="norm3")(x), self.grid), "ls3")
         mlp = Mlp(int(x.shape[-1] * self.mlp_ratio), dtype=self.dtype, name="mlp")
         return residual(x, mlp(norm(name="norm2")(x), train), "ls2")
 
@@ -324,13 +325,14 @@ class Xcit(nn.Module):
             self.mlp_ratio,
             self.init_values,
             norm,
+            (height, width),
             self.drop_path_rate,
             self.epsilon,
             self.dtype,
             self.conv,
         )
         for i in range(self.depth):
-            x = block(name=f"blocks_{i}")(x, (height, width), train)
+            x = block(name=f"blocks_{i}")(x, train)
             end_points[f"block{i + 1}"] = x
 
         cls = self.param("cls_token", _init, (1, 1, dim))

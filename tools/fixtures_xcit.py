@@ -11,16 +11,23 @@ P16 = {"patch_size": 16, "embed_dim": 24, "depth": 2, "num_heads": 4, "tokens_no
 P8 = {**P16, "patch_size": 8, "tokens_norm": False, "eta": 1e-5}
 
 
-def small(**kwargs) -> torch.nn.Module:
-    """timm's `Xcit` in a small configuration, with what `parity.perturb` leaves as initialised
-    made non-trivial: the layer scales `gamma1`, `gamma2`, `gamma3` and the XCA temperatures
-    ~U(0.5, 1.5) (`perturb` draws only parameters named `gamma`; the nano-like case's 1e-5 would
-    hide the branches), the class token ~N(0, 0.5), and every Linear weight ~N(0, 1 / fan_in)."""
-    model = Xcit(num_classes=10, **kwargs)
+def nontrivial(model: torch.nn.Module) -> None:
+    """The layer scales `gamma1`, `gamma2`, `gamma3` and the XCA temperatures ~U(0.5, 1.5):
+    `parity.perturb` draws only parameters named `gamma`, and the 24-block networks' 1e-5 would
+    hide the branches (`measure_parity.py make` calls it too)."""
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if name.endswith(("gamma1", "gamma2", "gamma3", "temperature")):
                 tensor.uniform_(0.5, 1.5)
+
+
+def small(**kwargs) -> torch.nn.Module:
+    """timm's `Xcit` in a small configuration, with what `parity.perturb` leaves as initialised
+    made non-trivial: the layer scales and temperatures (`nontrivial`), the class token
+    ~N(0, 0.5), and every Linear weight ~N(0, 1 / fan_in)."""
+    model = Xcit(num_classes=10, **kwargs)
+    nontrivial(model)
+    with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):
                 module.weight.normal_(0.0, module.in_features**-0.5)

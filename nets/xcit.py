@@ -34,8 +34,9 @@ Where this differs from timm's `Xcit`:
   layer scales, temperatures or `cls_token`; timm's `no_weight_decay()` (and its optimizer
   factory, no decay for 1-D parameters) spares `pos_embed.*` as well, whose 1x1 kernel decays
   here.
-- Images of a side that is not a multiple of `patch_size` run (timm asserts), the stem's grid
-  being `ceil(side / patch_size)`; `network_fn.features` needs multiples.
+- Nothing is made for an image size (timm's `img_size` is no field): any size runs, as in
+  timm's forward, the stem's grid being `ceil(side / patch_size)`; `network_fn.features` needs
+  multiples of `patch_size`.
 """
 
 from functools import partial

@@ -72,6 +72,7 @@ from nets import (
     vgg,
     vit,
     xception,
+    xcit,
 )
 from nets import features as pyramid
 from nets.features import FeatureInfo
@@ -347,6 +348,36 @@ networks_map: dict[str, functools.partial] = {
     "cait_s36_384": cait.cait_s36_384,
     "cait_m36_384": cait.cait_m36_384,
     "cait_m48_448": cait.cait_m48_448,
+    # XCiT (El-Nouby et al. 2021): cross-covariance attention over channels, local patch
+    # interaction and CaiT's class attention, timm's names.
+    "xcit_nano_12_p16_224": xcit.xcit_nano_12_p16_224,
+    "xcit_nano_12_p16_384": xcit.xcit_nano_12_p16_384,
+    "xcit_tiny_12_p16_224": xcit.xcit_tiny_12_p16_224,
+    "xcit_tiny_12_p16_384": xcit.xcit_tiny_12_p16_384,
+    "xcit_small_12_p16_224": xcit.xcit_small_12_p16_224,
+    "xcit_small_12_p16_384": xcit.xcit_small_12_p16_384,
+    "xcit_tiny_24_p16_224": xcit.xcit_tiny_24_p16_224,
+    "xcit_tiny_24_p16_384": xcit.xcit_tiny_24_p16_384,
+    "xcit_small_24_p16_224": xcit.xcit_small_24_p16_224,
+    "xcit_small_24_p16_384": xcit.xcit_small_24_p16_384,
+    "xcit_medium_24_p16_224": xcit.xcit_medium_24_p16_224,
+    "xcit_medium_24_p16_384": xcit.xcit_medium_24_p16_384,
+    "xcit_large_24_p16_224": xcit.xcit_large_24_p16_224,
+    "xcit_large_24_p16_384": xcit.xcit_large_24_p16_384,
+    "xcit_nano_12_p8_224": xcit.xcit_nano_12_p8_224,
+    "xcit_nano_12_p8_384": xcit.xcit_nano_12_p8_384,
+    "xcit_tiny_12_p8_224": xcit.xcit_tiny_12_p8_224,
+    "xcit_tiny_12_p8_384": xcit.xcit_tiny_12_p8_384,
+    "xcit_small_12_p8_224": xcit.xcit_small_12_p8_224,
+    "xcit_small_12_p8_384": xcit.xcit_small_12_p8_384,
+    "xcit_tiny_24_p8_224": xcit.xcit_tiny_24_p8_224,
+    "xcit_tiny_24_p8_384": xcit.xcit_tiny_24_p8_384,
+    "xcit_small_24_p8_224": xcit.xcit_small_24_p8_224,
+    "xcit_small_24_p8_384": xcit.xcit_small_24_p8_384,
+    "xcit_medium_24_p8_224": xcit.xcit_medium_24_p8_224,
+    "xcit_medium_24_p8_384": xcit.xcit_medium_24_p8_384,
+    "xcit_large_24_p8_224": xcit.xcit_large_24_p8_224,
+    "xcit_large_24_p8_384": xcit.xcit_large_24_p8_384,
     # MLP-Mixer, gMixer, ResMLP and gMLP (Tolstikhin et al., Touvron et al., Liu et al. 2021):
     # the patches' tokens mixed by dense layers, timm's names.
     "mixer_s32_224": mlp_mixer.mixer_s32_224,

@@ -43,7 +43,7 @@ End points: `stem` (`[batch, h/16, w/16, C0]`), `stage1`..`stage3` (NHWC maps at
 `logits`, `predictions`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -320,16 +320,19 @@ class Stage(nn.Module):
 
 
 class Stem(nn.Module):
-    """Four 3x3/2 convolutions with BatchNorm to `features` / 8, / 4, / 2 and `features`,
-    Hardswish between: timm's `Stem16`."""
+    """3x3/2 convolutions (`layer`) to `features` / 8, / 4, / 2 and `features` (`divisors`), `act`
+    between: timm's LeViT `Stem16` (Hardswish); XCiT's `ConvPatchEmbed` too (`nets.xcit`: GELU,
+    three of them for 8-pixel patches)."""
 
     features: int
     layer: ModuleDef
+    act: Callable[[jax.Array], jax.Array] = hard_swish
+    divisors: tuple[int, ...] = (8, 4, 2, 1)  # the last must be 1: no activation after it
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        for i, divisor in enumerate((8, 4, 2, 1)):
-            act = hard_swish if divisor > 1 else None
+        for i, divisor in enumerate(self.divisors):
+            act = self.act if divisor > 1 else None
             x = self.layer(self.features // divisor, 3, act=act, name=f"conv{i + 1}")(x)
         return x
 

@@ -47,6 +47,7 @@ from nets_weights import (
     vgg,
     vit,
     xception,
+    xcit,
 )
 from nets_weights.convert import IMAGENET_MEAN, IMAGENET_STD, Architecture
 from nets_weights.files import WeightFileError
@@ -99,6 +100,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     **eva.ARCHITECTURES,
     **beit.ARCHITECTURES,
     **cait.ARCHITECTURES,
+    **xcit.ARCHITECTURES,
     **metaformer.ARCHITECTURES,
     **mlp_mixer.ARCHITECTURES,
     **swin.ARCHITECTURES,

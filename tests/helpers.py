@@ -34,6 +34,16 @@ def equations(jaxpr):
                 yield from equations(inner)
 
 
+def softmax_dtypes(attn, x: jax.Array) -> tuple[set, jax.ShapeDtypeStruct]:
+    """The dtypes of every `exp` in attention module `attn`'s evaluation call `(x, False)` (its
+    softmax's, for the tests that half-precision attention normalises in float32), and the
+    call's abstract output; nothing is compiled."""
+    variables = jax.eval_shape(lambda x: attn.init(jax.random.key(0), x, False), x)
+    jaxpr = jax.make_jaxpr(lambda v, x: attn.apply(v, x, False))(variables, x)
+    exps = {e.outvars[0].aval.dtype for e in equations(jaxpr.jaxpr) if e.primitive.name == "exp"}
+    return exps, jax.eval_shape(lambda v, x: attn.apply(v, x, False), variables, x)
+
+
 def numpy_variables(abstract_variables, seed: int = 0):
     """Real values for the abstract variables of `jax.eval_shape(fn.init, ...)`, drawn in numpy.
 

@@ -10,7 +10,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import cait
-from tests.helpers import equations, numpy_variables
+from tests.helpers import equations, numpy_variables, softmax_dtypes
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name,
 # num_classes=1000).parameters()`). CaiT-XXS24 at 224: patch embedding 16*16*3*192 + 192 =
@@ -54,12 +54,8 @@ def test_macs_are_torchs_with_the_products_and_the_mixing(name):
 
 def test_the_talking_heads_softmax_is_float32_under_bfloat16():
     attn = cait.TalkingHeadsAttention(4, dtype=jnp.bfloat16)
-    x = jnp.ones((2, 5, 24), jnp.bfloat16)
-    variables = jax.eval_shape(lambda x: attn.init(jax.random.key(0), x, False), x)
-    jaxpr = jax.make_jaxpr(lambda v, x: attn.apply(v, x, False))(variables, x)
-    exps = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "exp"]
-    assert exps and {e.outvars[0].aval.dtype for e in exps} == {jnp.dtype(jnp.float32)}
-    out = jax.eval_shape(lambda v, x: attn.apply(v, x, False), variables, x)
+    exps, out = softmax_dtypes(attn, jnp.ones((2, 5, 24), jnp.bfloat16))
+    assert exps == {jnp.dtype(jnp.float32)}
     assert out.dtype == jnp.bfloat16 and out.shape == (2, 5, 24)
 
 

@@ -84,6 +84,10 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
             from fixtures_cait import nontrivial
 
             nontrivial(model)
+        if architecture.startswith("xcit_"):  # layer scales at 1e-5, temperatures at 1
+            from fixtures_xcit import nontrivial
+
+            nontrivial(model)
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():

@@ -128,7 +128,6 @@ class CspStage(nn.Module):
     convolution widens to `features` (CSPDarkNet's) rather than keeping its input's width."""
 
     features: int
-    depth: int
     strides: int
     groups: int
     block_ratio: float
@@ -139,7 +138,7 @@ class CspStage(nn.Module):
     avg_down: bool
     block: ModuleDef  # a block with all but `features`, `bottle_ratio`, `groups`, its rate
     layer: ModuleDef
-    drop_path_rates: Sequence[float]
+    drop_path_rates: Sequence[float]  # one a block: the stage's depth
 
     def down(self, x: jax.Array, features: int) -> jax.Array:
         if self.avg_down:  # timm's Sequential: the pool (index 0), the 1x1 convolution
@@ -296,6 +295,10 @@ class CspNet(nn.Module):
         end_points["stem"] = x
 
         n = len(self.depths)
+        per_stage = {
+            field: _per_stage(getattr(self, field), n, field)
+            for field in ("widths", "groups", "block_ratio", "bottle_ratio", "expand_ratio")
+        }
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.depths)))
         block = partial(
             self.block,
@@ -305,27 +308,18 @@ class CspNet(nn.Module):
             se_ratio=self.se_ratio,
             deterministic=not train,
         )
-        stages = zip(
-            self.depths,
-            _per_stage(self.widths, n, "widths"),
-            self.stage_strides(),
-            *(
-                _per_stage(getattr(self, f), n, f)
-                for f in ("groups", "block_ratio", "bottle_ratio", "expand_ratio")
-            ),
-            strict=True,
-        )
-        for i, (depth, *fields) in enumerate(stages):
+        for i, (depth, strides) in enumerate(zip(self.depths, self.stage_strides(), strict=True)):
             x = self.stage(
-                fields[0],
-                depth,
-                *fields[1:],
+                per_stage["widths"][i],
+                strides,
+                *(per_stage[f][i] for f in ("groups", "block_ratio", "bottle_ratio")),
+                per_stage["expand_ratio"][i],
                 cross_linear=self.cross_linear,
                 down_growth=self.down_growth,
                 avg_down=self.avg_down,
                 block=block,
                 layer=layer,
-                drop_path_rates=[next(rates) for _ in range(depth)],
+                drop_path_rates=tuple(next(rates) for _ in range(depth)),
                 name=f"stages_{i}",
             )(x)
             end_points[f"stages_{i}"] = x

@@ -86,6 +86,11 @@ SAME_NAMES = [
     *[f"resmlp_{d}_224" for d in ("12", "24", "36", "big_24")],
     *[f"gmlp_{s}16_224" for s in ("ti", "s", "b")],
     *DLA,
+    *("cspresnet50", "cspresnet50d", "cspresnet50w", "cspresnext50", "cspdarknet53"),
+    *("darknet17", "darknet21", "sedarknet21", "darknet53", "darknetaa53"),
+    *(f"cs3darknet_{s}" for s in "smlx"),
+    *(f"cs3darknet_focus_{s}" for s in "smlx"),
+    *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

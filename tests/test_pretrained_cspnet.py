@@ -7,7 +7,7 @@ import pytest
 
 import nets_factory
 from nets.cspnet import EdgeBlock
-from tests.test_pretrained import FIXTURES, parity_error
+from tests.test_pretrained import FIXTURES, expected, parity_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
 
@@ -63,17 +63,22 @@ def test_cspresnets_expansion_is_linear():
 
 
 def test_features_mode_gives_timms_feature_maps():
-    name, kwargs = PARITY["cspresnet_se"]
-    network_fn, variables = nets_factory.load_pretrained(
-        name, FIXTURES / "parity" / "cspresnet_se", num_classes=0, **kwargs
-    )
-    assert "head" not in variables["params"]
-    info = network_fn.feature_info
     # timm's feature_info of the fixture's network: the stem's last convolution before its
-    # pool, then the stages (the first at the pool's stride).
-    assert [(f.name, f.stride, f.channels) for f in info] == [
-        ("stem_conv", 2, 8),
-        ("stages_0", 4, 16),
-        ("stages_1", 8, 32),
-        ("stages_2", 16, 32),
+    # pool, then the stages (the first at the pool's stride); 36 px maps of 18, 9, 5 and 3.
+    name, kwargs = PARITY["cspresnet_se"]
+    folder = FIXTURES / "parity" / "cspresnet_se"
+    network_fn, variables = nets_factory.load_pretrained(name, folder, num_classes=0, **kwargs)
+    maps = network_fn.features(variables, expected("cspresnet_se")["images"])
+    assert "head" not in variables["params"]
+    assert {f.name: (f.stride, f.channels) for f in network_fn.feature_info} == {
+        "stem_conv": (2, 8),
+        "stages_0": (4, 16),
+        "stages_1": (8, 32),
+        "stages_2": (16, 32),
+    }
+    assert [m.shape for m in maps.values()] == [
+        (2, 18, 18, 8),
+        (2, 9, 9, 16),
+        (2, 5, 5, 32),
+        (2, 3, 3, 32),
     ]

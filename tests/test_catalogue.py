@@ -84,6 +84,9 @@ def test_every_network_with_an_architecture_has_published_weights():
     # timm's MLP-Mixer family: S/16, S/32, B/32, L/32, gMixer-12, gMLP-Ti and B are untrained.
     untrained |= {f"mixer_{size}_224" for size in ("s16", "s32", "b32", "l32")}
     untrained |= {"gmixer_12_224", "gmlp_ti16_224", "gmlp_b16_224"}
+    # timm's CSPNet family: eight of its 23 configurations are untrained.
+    untrained |= {"cspresnet50d", "cspresnet50w", "darknet17", "darknet21", "sedarknet21"}
+    untrained |= {"cs3darknet_s", "cs3darknet_focus_x", "cs3sedarknet_xdw"}
     # timm's legacy_xception weights are a GitHub release's `.pth`, on no Hub repository: they
     # load from the downloaded file.
     off_hub = {"legacy_xception"}

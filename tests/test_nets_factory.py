@@ -456,6 +456,13 @@ GRADIENT_CASES = {
         "channels": (4, 4, 8, 8, 16, 16),
         "shortcut_root": True,
     },
+    # CSPNet's cross stages of gated, grouped bottlenecks (both halves, both transitions)
+    "cs3sedarknet_xdw": {
+        "depths": (1, 1),
+        "widths": (8, 16),
+        "stem_widths": (4,),
+        "groups": (1, 2),
+    },
 }
 
 

@@ -88,6 +88,11 @@ SAME_NAMES = [
     *DLA,
     *[f"resnetv2_{d}" for d in ("18", "18d", "34", "34d", "50", "101", "50d_gn", "50d_evos")],
     *[f"resnetv2_{s}_bit" for s in ("50x1", "50x3", "101x1", "101x3", "152x2", "152x4")],
+    *("cspresnet50", "cspresnet50d", "cspresnet50w", "cspresnext50", "cspdarknet53"),
+    *("darknet17", "darknet21", "sedarknet21", "darknet53", "darknetaa53"),
+    *(f"cs3darknet_{s}" for s in "smlx"),
+    *(f"cs3darknet_focus_{s}" for s in "smlx"),
+    *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

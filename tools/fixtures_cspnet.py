@@ -1,0 +1,98 @@
+"""Parity fixtures of the CSPNet family (see tools/parity.py for how to run it)."""
+
+from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from timm.models.cspnet import CspModelCfg, CspNet, CspStagesCfg, CspStemCfg  # noqa: E402
+
+
+def small(stem: CspStemCfg, act: str = "leaky_relu", **stages) -> CspNet:
+    """timm's `CspNet` of three stages (`stages`: `CspStagesCfg`'s fields) and 10 classes."""
+    return CspNet(CspModelCfg(stem, CspStagesCfg(**stages), act_layer=act), num_classes=10)
+
+
+# name -> (architecture in config.json, the small timm network, image size); the tests hold the
+# matching `load_pretrained` keyword arguments.
+CASES = {
+    # CSPResNet-50d's: a deep stem at stride 4 with its max pool, cross stages of bottlenecks
+    # (linear expansion), here grouped and gated (cs3sedarknet_xdw's bottleneck).
+    "cspresnet_se": (
+        "cspresnet50d",
+        lambda: small(
+            CspStemCfg(out_chs=(4, 8), kernel_size=3, stride=4, pool="max"),
+            depth=(2, 1, 1),
+            out_chs=(16, 32, 32),
+            stride=(1, 2, 2),
+            groups=2,
+            expand_ratio=2.0,
+            bottle_ratio=0.5,
+            cross_linear=True,
+            attn_layer="se",
+            attn_kwargs={"rd_ratio": 0.25},
+        ),
+        36,
+    ),
+    # CSPDarkNet-53's: stride-1 stem, the first stage's own ratios, downsampling to the width.
+    "cspdarknet": (
+        "cspdarknet53",
+        lambda: small(
+            CspStemCfg(out_chs=8, kernel_size=3, stride=1, pool=""),
+            depth=(1, 2, 1),
+            out_chs=(16, 32, 32),
+            stride=2,
+            expand_ratio=(2.0, 1.0, 1.0),
+            bottle_ratio=(0.5, 1.0, 1.0),
+            block_ratio=(1.0, 0.5, 0.5),
+            down_growth=True,
+            block_type="dark",
+        ),
+        32,
+    ),
+    # DarkNet-AA-53's 2x2 average pools on odd maps (27 -> 13 -> 6 -> 3), SE-DarkNet's gates.
+    "darknetaa_se": (
+        "darknetaa53",
+        lambda: small(
+            CspStemCfg(out_chs=8, kernel_size=3, stride=1, pool=""),
+            depth=(1, 2, 1),
+            out_chs=(16, 16, 32),
+            stride=2,
+            bottle_ratio=0.5,
+            avg_down=True,
+            attn_layer="se",
+            stage_type="dark",
+            block_type="dark",
+        ),
+        27,
+    ),
+    # The focus stem (6x6/2, padding 2, on an odd 35 px image) before CS3-SE-EdgeNet's stages:
+    # edge blocks, quarter-width gates, SiLU.
+    "cs3_focus_se_edge": (
+        "cs3darknet_focus_l",
+        lambda: small(
+            CspStemCfg(out_chs=8, kernel_size=6, stride=2, padding=2, pool=""),
+            act="silu",
+            depth=(1, 2, 1),
+            out_chs=(16, 32, 32),
+            stride=2,
+            bottle_ratio=1.5,
+            block_ratio=0.5,
+            attn_layer="se",
+            attn_kwargs={"rd_ratio": 0.25},
+            stage_type="cs3",
+            block_type="edge",
+        ),
+        35,
+    ),
+}
+
+FULL_SIZE = [
+    *("cspresnet50", "cspresnet50d", "cspresnet50w", "cspresnext50", "cspdarknet53"),
+    *("darknet17", "darknet21", "sedarknet21", "darknet53", "darknetaa53"),
+    *(f"cs3darknet_{s}" for s in "smlx"),
+    *(f"cs3darknet_focus_{s}" for s in "smlx"),
+    *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
+]
+
+
+if __name__ == "__main__":
+    for case, (arch, build, size) in CASES.items():
+        write_case(case, arch, build, size)
+    write_index("cspnet", FULL_SIZE)

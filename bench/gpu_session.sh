@@ -12,7 +12,8 @@
 #    gpu_feed.sh's part 1
 # c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with XLA's
 #    attention and cuDNN's, ResNet-50 with XLA's autotuning off, ViT-S/16 with cuDNN's LayerNorm
-# d. where ResNet-50's step spends its time: jax.profiler, by kind (item 2)
+# d. where ResNet-50's and ViT-S/16's steps spend their time: jax.profiler, by kind, the costliest
+#    operations with the JAX operations they compute (item 2: ViT's 3.1 ms convert-multiply fusion)
 # e. attention, XLA's against 'auto' (item 1): ViT's padded fused kernel, Swin's windows with a
 #    bias (XLA's under 'auto' since 2026-11-27's figures)
 # f. the GPU table beside PyTorch's, ResNet-20 only (item 4; the other rows take minutes)
@@ -75,16 +76,20 @@ xla_flags() {  # each line: the flags, then our step's img/s and compile seconds
 cached() {  # cached COMMAND...: with the session's compilation cache
     JAX_COMPILATION_CACHE_DIR=$CACHE JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 "$@"
 }
+profiles() {  # each network's profile; the trace stays in a temporary folder
+    for name in resnet50 vit_small_patch16_224; do
+        cached python3 bench/step_profile.py $name --batch $BATCH --dtype bfloat16 --top 12
+    done
+}
 
-export -f ours resnet50_batches xla_flags cached
+export -f ours resnet50_batches xla_flags cached profiles
 export BATCH BATCHES IMAGES CACHE
 echo "== $(nproc) CPUs; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())'
 part a 200 "ResNet-50 at batch $BATCHES" "cached resnet50_batches"
 part b 200 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"
 part c 300 "compiles: attention, autotuning, cuDNN's LayerNorm" xla_flags  # cold: no cache
-part d 150 "the profile of ResNet-50's step" \
-    "cached python3 bench/step_profile.py resnet50 --batch $BATCH --dtype bfloat16 --top 15"
+part d 240 "the profiles of ResNet-50's and ViT-S/16's steps" profiles
 part e 60 "attention: XLA's against 'auto'" "cached python3 bench/attention_speed.py --images $IMAGES"
 part f 150 "the GPU table, ResNet-20" "cached python3 bench/gpu_table.py --rows resnet20"
 part g 270 "the fast tier on the GPU" \

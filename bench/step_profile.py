@@ -9,7 +9,11 @@ per step, each thread's busy time (on a GPU, the streams' kernels and XLA's op n
 XLA's threads), the share of the busiest thread by kind (matrix products, convolutions, fused
 attention, reductions and norms, elementwise fusions, copies and layout changes), and its costliest
 operations. The kinds are read from the operations' names, which XLA and the CUDA libraries pick;
-a name that matches no kind counts as "other" and shows among the costliest.
+a name that matches no kind counts as "other" and shows among the costliest. Under each of the
+costliest that is one of the compiled step's HLO instructions (XLA's fusions: the kernel is named
+after its instruction), the JAX operations it computes (their `op_name`s, from the HLO's metadata:
+`blocks_3/attn/...` and `transpose(jvp(...))` for the backward pass), so a costly fusion is found
+in the network's code.
 """
 
 import argparse
@@ -89,8 +93,53 @@ def self_times(thread: str, spans: list[tuple[float, float, str]]) -> list[tuple
     return out
 
 
-def summary(events: list[tuple[str, str, float]], steps: int, top: int) -> str:
-    """The report's lines: busy ms a step by thread, the busiest thread's kinds and operations."""
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) ")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ")
+_OP_NAME = re.compile(r'op_name="([^"]+)"')
+_CALLS = re.compile(r"calls=%([\w.\-]+)")
+
+
+def kernel_name(instruction: str) -> str:
+    """The name XLA gives the kernel of an HLO instruction: `.` and `-` as `_`."""
+    return re.sub(r"[.\-]", "_", instruction)
+
+
+def hlo_sources(hlo_text: str, most: int = 3) -> dict[str, list[str]]:
+    """`{instruction's kernel name: the op_names of up to `most` JAX operations it computes}` of
+    a compiled module's text (`compiled.as_text()`): the instruction's own, then those of the
+    computation it calls (a fusion's body), `jit(step)/` left out."""
+    per_computation = collections.defaultdict(list)
+    instructions = {}  # name -> (own op_name or None, called computation or None)
+    computation = None
+    for line in hlo_text.splitlines():
+        if line.startswith("}"):
+            computation = None
+        elif (start := _COMPUTATION.match(line)) and line.rstrip().endswith("{"):
+            computation = start.group(1)
+        elif computation and (instruction := _INSTRUCTION.match(line)):
+            op_name = _OP_NAME.search(line)
+            op_name = op_name and op_name.group(1).removeprefix("jit(step)/")
+            if op_name and op_name not in per_computation[computation]:
+                per_computation[computation].append(op_name)
+            calls = _CALLS.search(line)
+            instructions[instruction.group(1)] = (op_name, calls and calls.group(1))
+    sources = {}
+    for name, (own, calls) in instructions.items():
+        names = [own] if own else []
+        names += [n for n in per_computation.get(calls, ()) if n not in names]
+        if names:
+            sources[kernel_name(name)] = names[:most]
+    return sources
+
+
+def summary(
+    events: list[tuple[str, str, float]],
+    steps: int,
+    top: int,
+    sources: dict[str, list[str]] | None = None,
+) -> str:
+    """The report's lines: busy ms a step by thread, the busiest thread's kinds and operations,
+    each of these with the JAX operations `sources` (`hlo_sources`) says it computes."""
     by_thread = collections.defaultdict(collections.Counter)
     for thread, name, us in events:
         by_thread[thread][name] += us / 1e3 / steps
@@ -114,10 +163,11 @@ def summary(events: list[tuple[str, str, float]], steps: int, top: int) -> str:
     lines.append(f"by kind ({where}: {total:.2f} ms a step):")
     lines += [f"  {ms:9.2f} ms {100 * ms / total:5.1f}%  {k}" for k, ms in kinds.most_common()]
     lines.append(f"costliest {top} operations:")
-    lines += [
-        f"  {ms:9.3f} ms {100 * ms / total:5.1f}%  [{kind(name)}] {name[:110]}"
-        for name, ms in ops.most_common(top)
-    ]
+    for name, ms in ops.most_common(top):
+        lines.append(f"  {ms:9.3f} ms {100 * ms / total:5.1f}%  [{kind(name)}] {name[:110]}")
+        lines += [
+            f"{'':24}<- {op_name[:110]}" for op_name in (sources or {}).get(kernel_name(name), ())
+        ]
     return "\n".join(lines)
 
 
@@ -141,7 +191,8 @@ def main() -> None:
         f"  compile {timer.compile_s:.1f} s, step {1e3 * step_s:.2f} ms unprofiled "
         f"({args.batch / step_s:,.0f} img/s); trace in {trace_dir}"
     )
-    print(summary(read_trace(trace_dir), args.steps, args.top))
+    sources = hlo_sources(timer.compiled.as_text())
+    print(summary(read_trace(trace_dir), args.steps, args.top, sources))
 
 
 if __name__ == "__main__":

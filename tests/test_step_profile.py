@@ -79,3 +79,44 @@ def test_the_busiest_stream_is_summed_by_kind_with_each_operations_own_time(tmp_
 def test_no_trace_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"^step_profile.py: jax.profiler wrote no trace under "):
         step_profile.read_trace(tmp_path)
+
+
+HLO = """HloModule jit_step, is_scheduled=true
+
+%fused_computation.3 (param_0: f32[8,8], param_1: bf16[8,8]) -> bf16[8,8] {
+  %param_0 = f32[8,8]{1,0} parameter(0)
+  %convert.1 = bf16[8,8]{1,0} convert(%param_0), metadata={op_name="jit(step)/jvp(ViT)/blocks_0/mlp/convert_element_type" stack_frame_id=3}
+  %param_1 = bf16[8,8]{1,0} parameter(1)
+  ROOT %multiply.2 = bf16[8,8]{1,0} multiply(%convert.1, %param_1), metadata={op_name="jit(step)/transpose(jvp(ViT))/blocks_0/mlp/mul" stack_frame_id=4}
+}
+
+ENTRY %main.9 (p0: f32[8,8], p1: bf16[8,8]) -> bf16[8,8] {
+  %p0 = f32[8,8]{1,0} parameter(0)
+  %p1 = bf16[8,8]{1,0} parameter(1)
+  ROOT %loop_convert_multiply_fusion.3 = bf16[8,8]{1,0} fusion(%p0, %p1), kind=kLoop, calls=%fused_computation.3
+}
+"""  # noqa: E501 (XLA's lines as it writes them)
+
+
+def test_a_costly_fusion_names_the_jax_operations_it_computes(tmp_path):
+    sources = step_profile.hlo_sources(HLO)
+    assert sources["loop_convert_multiply_fusion_3"] == [
+        "jvp(ViT)/blocks_0/mlp/convert_element_type",
+        "transpose(jvp(ViT))/blocks_0/mlp/mul",
+    ]
+    write_trace(
+        tmp_path,
+        [
+            named("process_name", 1, "/device:GPU:0"),
+            named("thread_name", 1, "Stream #14(compute)", 14),
+            span(1, 14, "loop_convert_multiply_fusion_3", 0, 300),  # the kernel's name
+            span(1, 14, "nvjet_hsh_128x256", 300, 100),  # a library's kernel: no instruction
+        ],
+    )
+    report = step_profile.summary(step_profile.read_trace(tmp_path), 1, 2, sources)
+    assert report.splitlines()[-4:] == [
+        "      0.300 ms  75.0%  [elementwise fusion] loop_convert_multiply_fusion_3",
+        "                        <- jvp(ViT)/blocks_0/mlp/convert_element_type",
+        "                        <- transpose(jvp(ViT))/blocks_0/mlp/mul",
+        "      0.100 ms  25.0%  [matrix product] nvjet_hsh_128x256",
+    ]

@@ -40,6 +40,8 @@ from nets import (
     efficientformer,
     efficientformer_v2,
     efficientnet,
+    efficientvit_mit,
+    efficientvit_msra,
     eva,
     ghostnet,
     inception_resnet_v2,
@@ -480,6 +482,23 @@ networks_map: dict[str, functools.partial] = {
     "efficientformerv2_s1": efficientformer_v2.efficientformerv2_s1,
     "efficientformerv2_s2": efficientformer_v2.efficientformerv2_s2,
     "efficientformerv2_l": efficientformer_v2.efficientformerv2_l,
+    # MIT's EfficientViT (Cai et al. 2023): MBConv stages, multi-scale ReLU linear attention in
+    # the last ones; B series (Hardswish) and L series (GELU, fused blocks first).
+    "efficientvit_b0": efficientvit_mit.efficientvit_b0,
+    "efficientvit_b1": efficientvit_mit.efficientvit_b1,
+    "efficientvit_b2": efficientvit_mit.efficientvit_b2,
+    "efficientvit_b3": efficientvit_mit.efficientvit_b3,
+    "efficientvit_l1": efficientvit_mit.efficientvit_l1,
+    "efficientvit_l2": efficientvit_mit.efficientvit_l2,
+    "efficientvit_l3": efficientvit_mit.efficientvit_l3,
+    # MSRA's EfficientViT (Liu et al. 2023): depthwise/FFN sandwiches around cascaded group
+    # attention in windows, LeViT-like per-offset biases.
+    "efficientvit_m0": efficientvit_msra.efficientvit_m0,
+    "efficientvit_m1": efficientvit_msra.efficientvit_m1,
+    "efficientvit_m2": efficientvit_msra.efficientvit_m2,
+    "efficientvit_m3": efficientvit_msra.efficientvit_m3,
+    "efficientvit_m4": efficientvit_msra.efficientvit_m4,
+    "efficientvit_m5": efficientvit_msra.efficientvit_m5,
     # MaxViT (Tu et al. 2022), timm's ports of the TensorFlow weights (TF's padding and epsilon).
     "maxvit_tiny_tf_224": maxvit.maxvit_tiny_tf_224,
     "maxvit_tiny_tf_384": maxvit.maxvit_tiny_tf_384,

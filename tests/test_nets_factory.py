@@ -463,14 +463,45 @@ GRADIENT_CASES = {
         "stem_widths": (4,),
         "groups": (1, 2),
     },
+    # MIT's EfficientViT, L's layout (the stem's ConvBlock, fused blocks, MBConvs with biases;
+    # B's blocks are those layers again): the linear attention's aggregation and projection,
+    # the head's dense layers and LayerNorm
+    "efficientvit_l2": {
+        "widths": (4, 4, 8, 8, 16),
+        "depths": (1,) * 5,
+        "head_dim": 8,
+        "head_widths": (16, 24),
+    },
+    # MSRA's EfficientViT: the cascade through each head, the windows' biases, the subsampling's
+    # squeeze-excite
+    "efficientvit_m1": {
+        "embed_dims": (8, 12),
+        "key_dim": 4,
+        "depths": (1, 1),
+        "num_heads": (2, 3),
+        "window_size": 2,
+        "kernels": (5, 3, 3),
+    },
 }
+# Image sides other than 32: MSRA's EfficientViT at 48 px has 3x3 maps in 2x2 windows, then a
+# 2x2 one (at 32 px the last would hold one key, whose softmax is constant).
+GRADIENT_IMAGE_SIZES = {"efficientvit_m1": 48}
+# Cases whose backward pass compiles for seconds: in the slow tier.
+SLOW_GRADIENT_CASES = ("efficientvit_l2", "efficientvit_m1")
 
 
-@pytest.mark.parametrize("name", GRADIENT_CASES)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_GRADIENT_CASES else n
+        for n in GRADIENT_CASES
+    ],
+)
 def test_gradient_reaches_every_parameter(name):
     small = GRADIENT_CASES[name]
     fn = nets_factory.get_network_fn(name, num_classes=10, is_training=True, **small)
-    images = jax.random.normal(jax.random.key(1), (2, 32, 32, 3))
+    size = GRADIENT_IMAGE_SIZES.get(name, 32)
+    images = jax.random.normal(jax.random.key(1), (2, size, size, 3))
     variables = numpy_variables(jax.eval_shape(fn.init, jax.random.key(0), images))
     params = variables["params"]  # numpy's: BatchNorm scales 1, where init would give zeros
 

@@ -59,6 +59,8 @@ SAME_NAMES = [
     *[f"pvt_v2_{s}" for s in ("b0", "b1", "b2", "b2_li", "b3", "b4", "b5")],
     *[f"efficientformer_{s}" for s in ("l1", "l3", "l7")],
     *[f"efficientformerv2_{s}" for s in ("s0", "s1", "s2", "l")],
+    *[f"efficientvit_{s}" for s in ("b0", "b1", "b2", "b3", "l1", "l2", "l3")],
+    *[f"efficientvit_m{i}" for i in range(6)],
     "ghostnet_100",
     *[f"ghostnetv2_{m}" for m in (100, 130, 160)],
     "regnetx_004",

@@ -37,6 +37,8 @@ IMAGE_SIZES |= {f"ghostnetv2_{width}": (224, 224) for width in (100, 130, 160)}
 # EfficientFormer's (V1's, V2's) attention biases are made for the maps of 224 px images alone.
 IMAGE_SIZES |= {f"efficientformer_{size}": (224, 224) for size in ("l1", "l3", "l7")}
 IMAGE_SIZES |= {f"efficientformerv2_{size}": (224, 224) for size in ("s0", "s1", "s2", "l")}
+# MSRA's EfficientViT: timm fixes its windows (and their biases' tables) by its 224 px maps.
+IMAGE_SIZES |= {f"efficientvit_m{i}": (224, 224) for i in range(6)}
 
 # DLA's 2x2 pools and strided 3x3 convolutions agree on even maps alone: 56 px leaves a 7x7.
 IMAGE_SIZES |= {

@@ -27,7 +27,9 @@ CASES = {
     # one stage (the next would be 512 wide), on an odd 35 px image.
     "dpn_wide": (
         "dpn92",
-        lambda: DPN(k_sec=(2,), inc_sec=(8,), k_r=16, groups=4, num_init_features=8, num_classes=10),
+        lambda: DPN(
+            k_sec=(2,), inc_sec=(8,), k_r=16, groups=4, num_init_features=8, num_classes=10
+        ),
         35,
     ),
 }

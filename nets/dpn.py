@@ -195,7 +195,7 @@ class DPN(nn.Module):
 # timm's seven (the paper's Table 1 and the "b" networks): the stages' depths and dense
 # increments, the first stage's inner width and the 3x3 convolutions' groups. The small ones (48b,
 # 68, 68b) have a 3x3 stem of 10 channels and residual paths a quarter as wide; dpn48b has SiLU
-# (in the stem and the last BatchNorm: `block_act`).
+# in its stem and last BatchNorm (its blocks keep ReLU: `block_act`).
 _SMALL = {"stem_features": 10, "stem_kernel_size": 3, "width_factor": 1}
 dpn48b = partial(
     DPN,

@@ -37,6 +37,7 @@ from nets import (
     cspnet,
     densenet,
     dla,
+    dpn,
     efficientformer,
     efficientformer_v2,
     efficientnet,
@@ -276,6 +277,14 @@ networks_map: dict[str, functools.partial] = {
     "cs3sedarknet_xdw": cspnet.cs3sedarknet_xdw,
     "cs3edgenet_x": cspnet.cs3edgenet_x,
     "cs3se_edgenet_x": cspnet.cs3se_edgenet_x,
+    # Dual Path Networks (Chen et al. 2017), timm's names (the "b" ones: its split last 1x1).
+    "dpn48b": dpn.dpn48b,
+    "dpn68": dpn.dpn68,
+    "dpn68b": dpn.dpn68b,
+    "dpn92": dpn.dpn92,
+    "dpn98": dpn.dpn98,
+    "dpn107": dpn.dpn107,
+    "dpn131": dpn.dpn131,
     # RegNet X/Y (Radosavovic et al. 2020) from the paper's parameters: torchvision's names, and
     # timm's where its pycls weights' widths differ from torchvision's (nets/regnet.py).
     "regnet_x_400mf": regnet.regnet_x_400mf,

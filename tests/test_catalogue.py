@@ -87,6 +87,8 @@ def test_every_network_with_an_architecture_has_published_weights():
     # timm's CSPNet family: eight of its 23 configurations are untrained.
     untrained |= {"cspresnet50d", "cspresnet50w", "darknet17", "darknet21", "sedarknet21"}
     untrained |= {"cs3darknet_s", "cs3darknet_focus_x", "cs3sedarknet_xdw"}
+    # timm's dpn48b is untrained.
+    untrained |= {"dpn48b"}
     # timm's legacy_xception weights are a GitHub release's `.pth`, on no Hub repository: they
     # load from the downloaded file.
     off_hub = {"legacy_xception"}

@@ -357,6 +357,10 @@ class FastVit(nn.Module):
         )
         x = end_points["stem"] = block(width, mobile_one(1), name="stem_2")(x)
 
+        if self.attention_norm not in ("batch_norm", "layer_norm"):
+            raise ValueError(
+                f"attention_norm must be 'batch_norm' or 'layer_norm', got {self.attention_norm!r}"
+            )
         attention_norm = norm
         if self.attention_norm == "layer_norm":
             attention_norm = partial(nn.LayerNorm, LAYER_NORM_EPSILON, dtype=self.dtype)

@@ -69,8 +69,9 @@ KEPT = (
 
 
 def create(name: str) -> torch.nn.Module:
-    """timm's network as its default weights hold it (MobileCLIP's: the CLIP projection)."""
-    return timm.create_model(name)
+    """timm's network at 1000 classes, as the tests build ours (MobileCLIP's files hold their
+    CLIP projection instead: a classifier of 512 or 768 classes, which loads as any other)."""
+    return timm.create_model(name, num_classes=1000)
 
 
 if __name__ == "__main__":

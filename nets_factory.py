@@ -44,6 +44,7 @@ from nets import (
     efficientvit_mit,
     efficientvit_msra,
     eva,
+    fastvit,
     ghostnet,
     inception_resnet_v2,
     inception_v1,
@@ -314,6 +315,20 @@ networks_map: dict[str, functools.partial] = {
     "repvgg_b3": repvgg.repvgg_b3,
     "repvgg_b3g4": repvgg.repvgg_b3g4,
     "repvgg_d2se": repvgg.repvgg_d2se,
+    # FastViT (Vasu et al. 2023) and MobileCLIP's image towers, timm's names: the training form;
+    # `fastvit.reparameterize` fuses it.
+    "fastvit_t8": fastvit.fastvit_t8,
+    "fastvit_t12": fastvit.fastvit_t12,
+    "fastvit_s12": fastvit.fastvit_s12,
+    "fastvit_sa12": fastvit.fastvit_sa12,
+    "fastvit_sa24": fastvit.fastvit_sa24,
+    "fastvit_sa36": fastvit.fastvit_sa36,
+    "fastvit_ma36": fastvit.fastvit_ma36,
+    "fastvit_mci0": fastvit.fastvit_mci0,
+    "fastvit_mci1": fastvit.fastvit_mci1,
+    "fastvit_mci2": fastvit.fastvit_mci2,
+    "fastvit_mci3": fastvit.fastvit_mci3,
+    "fastvit_mci4": fastvit.fastvit_mci4,
     # Vision Transformers (Dosovitskiy et al. 2020) and DeiT (Touvron et al. 2021), timm's names.
     "vit_tiny_patch16_224": vit.vit_tiny_patch16_224,
     "vit_small_patch16_224": vit.vit_small_patch16_224,

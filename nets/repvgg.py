@@ -32,7 +32,6 @@ import jax.numpy as jnp
 from nets.layers import (
     TORCH,
     Conv,
-    ConvNormAct,
     ModuleDef,
     SqueezeExcite,
     batch_norm,
@@ -40,6 +39,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.reparam import branches, fuse_branches
 
 BASE_WIDTHS = (64, 128, 256, 512)
 
@@ -57,24 +57,16 @@ class RepVggBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        layer = partial(self.conv, self.features, strides=self.strides, padding="SYMMETRIC")
-        if self.deploy:
-            y = layer((3, 3), feature_group_count=self.groups, use_bias=True, name="reparam_conv")(
-                x
-            )
-        else:
-            branch = partial(
-                ConvNormAct,
-                self.features,
-                conv=self.conv,
-                norm=self.norm,
-                strides=self.strides,
-                padding="SYMMETRIC",
-                groups=self.groups,
-            )
-            y = branch(3, name="conv_kxk")(x) + branch(1, name="conv_1x1")(x)
-            if self.strides == 1 and x.shape[-1] == self.features:
-                y = y + self.norm(name="identity")(x)
+        y = branches(
+            x,
+            self.features,
+            (("conv_kxk", 3), ("conv_1x1", 1)),
+            conv=self.conv,
+            norm=self.norm,
+            strides=self.strides,
+            groups=self.groups,
+            deploy=self.deploy,
+        )
         if self.se:
             y = SqueezeExcite(
                 self.conv,
@@ -160,28 +152,9 @@ class RepVGG(nn.Module):
         )
 
 
-def _fuse(kernel: jax.Array, bn: dict, stats: dict, eps: float) -> tuple[jax.Array, jax.Array]:
-    """A bias-free convolution's kernel `[kh, kw, in, out]` and its BatchNorm -> kernel, bias."""
-    scale = bn["scale"] / jnp.sqrt(stats["var"] + eps)
-    return kernel * scale, bn["bias"] - stats["mean"] * scale
-
-
 def _fuse_block(params: dict, stats: dict, eps: float) -> dict:
     """One block's training variables -> its `reparam_conv` (and `attn`, kept)."""
-    kxk = params["conv_kxk"]["conv"]["kernel"]
-    kernel, bias = _fuse(kxk, params["conv_kxk"]["bn"], stats["conv_kxk"]["bn"], eps)
-    k1x1 = params["conv_1x1"]["conv"]["kernel"]
-    k1, b1 = _fuse(k1x1, params["conv_1x1"]["bn"], stats["conv_1x1"]["bn"], eps)
-    centre = kxk.shape[0] // 2
-    kernel = kernel.at[centre, centre].add(k1[0, 0])
-    bias = bias + b1
-    if "identity" in params:
-        per_group, channels = kxk.shape[2], kxk.shape[3]
-        eye = jnp.zeros((per_group, channels), kxk.dtype)  # the identity as a grouped 1x1
-        eye = eye.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
-        ki, bi = _fuse(eye, params["identity"], stats["identity"], eps)
-        kernel = kernel.at[centre, centre].add(ki)
-        bias = bias + bi
+    kernel, bias = fuse_branches(params, stats, eps, ("conv_kxk", "conv_1x1"))
     fused = {"reparam_conv": {"kernel": kernel, "bias": bias}}
     if "attn" in params:
         fused["attn"] = params["attn"]

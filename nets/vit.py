@@ -81,13 +81,15 @@ class Attention(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"  # DotProductAttention's implementation
     use_bias: bool = True  # of both projections (MetaFormer's have none)
+    qkv_bias: bool | None = None  # of `qkv` alone where it differs (FastViT's has none)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         batch, tokens, width = x.shape
         heads = head_shape(width, self.num_heads)
         dense = partial(nn.Dense, use_bias=self.use_bias, dtype=self.dtype, kernel_init=_dense_init)
-        qkv = dense(3 * width, name="qkv")(x)
+        qkv_bias = self.use_bias if self.qkv_bias is None else self.qkv_bias
+        qkv = dense(3 * width, use_bias=qkv_bias, name="qkv")(x)
         # timm's order of the 3 * width outputs: (q, k, v), then heads, then head_dim.
         qkv = qkv.reshape(batch, tokens, 3, *heads)
         product = DotProductAttention(self.attention, name="product")

@@ -276,3 +276,20 @@ def training_gradients(fn, variables, images, rngs=None):
         return jnp.sum(jax.nn.log_softmax(logits)[:, 0]) + sum(jnp.sum(m) for m in means), updates
 
     return jax.jit(jax.grad(loss, has_aux=True))(variables["params"])
+
+
+def assert_fused_like_timms(
+    params: dict, timm_fused: dict, paths: list[str], layout: Callable, atol: float
+) -> None:
+    """Each module `paths` (`'stages_1/blocks_2'`) of our reparameterized `params` holds the
+    `reparam_conv` kernel and bias that timm's `reparameterize_model` gave (`timm_fused`, its
+    state dict's tensors under `layout`'s prefixes; PyTorch's OIHW weights)."""
+    for path in paths:
+        ours = params
+        for part in path.split("/"):
+            ours = ours[part]
+        prefix = layout(tuple(path.split("/")))
+        theirs = timm_fused[f"{prefix}.reparam_conv.weight"].transpose(2, 3, 1, 0)
+        np.testing.assert_allclose(ours["reparam_conv"]["kernel"], theirs, atol=atol)
+        theirs_bias = timm_fused[f"{prefix}.reparam_conv.bias"]
+        np.testing.assert_allclose(ours["reparam_conv"]["bias"], theirs_bias, atol=atol)

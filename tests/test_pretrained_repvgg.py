@@ -11,6 +11,7 @@ from safetensors.numpy import load_file
 import nets_factory
 from nets import repvgg
 from nets_weights.repvgg import layout
+from tests.helpers import assert_fused_like_timms
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_repvgg import SMALL
 
@@ -45,16 +46,8 @@ def test_the_fused_network_is_timms_reparameterized_one(case):
     logits, fused = fused_logits(case, variables)
     assert relative_error(logits, timm_fused["logits"]) <= 1e-4  # 1.8e-7 / 2.2e-7 measured
     assert relative_error(logits, expected(case)["logits"]) <= 1e-4  # the training form's too
-    for key in ("stem", "stages_1/blocks_1", "stages_1/blocks_2"):  # no identity, grouped, plain
-        ours = fused["params"]
-        for part in key.split("/"):
-            ours = ours[part]
-        prefix = layout(tuple(key.split("/")))
-        theirs = timm_fused[f"{prefix}.reparam_conv.weight"].transpose(2, 3, 1, 0)
-        np.testing.assert_allclose(ours["reparam_conv"]["kernel"], theirs, atol=1e-6)
-        np.testing.assert_allclose(
-            ours["reparam_conv"]["bias"], timm_fused[f"{prefix}.reparam_conv.bias"], atol=1e-6
-        )
+    paths = ["stem", "stages_1/blocks_1", "stages_1/blocks_2"]  # no identity, grouped, plain
+    assert_fused_like_timms(fused["params"], timm_fused, paths, layout, atol=1e-6)
 
 
 def test_pytorchs_epsilon_matters_to_the_fusion():

@@ -68,6 +68,8 @@ SAME_NAMES = [
     "regnety_080",
     *[f"repvgg_{s}" for s in ("a0", "a1", "a2", "b0", "b1", "b1g4", "b2", "b2g4", "b3")],
     *("repvgg_b3g4", "repvgg_d2se"),
+    *[f"fastvit_{s}" for s in ("t8", "t12", "s12", "sa12", "sa24", "sa36", "ma36")],
+    *[f"fastvit_mci{i}" for i in range(5)],
     *[f"vit_{s}" for s in ("tiny_patch16_224", "small_patch16_224", "base_patch16_224")],
     "vit_base_patch32_224",
     "vit_large_patch16_224",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".." / "shared" / "tools"))
 from timm_compat import import_timm  # noqa: E402
@@ -129,3 +129,24 @@ def write_index(
         lines.append(f"[{architecture}]")
         lines += [f"{k} {','.join(map(str, v.shape))}" for k, v in model.state_dict().items()]
     (ROOT / "state_dicts" / f"{family}.txt").write_text("\n".join(lines) + "\n")
+
+
+def write_fused(case: str, build: Callable[[], torch.nn.Module], kept: tuple[str, ...]) -> None:
+    """timm's `reparameterize_model` of the case's network (its written weights): the logits of
+    the fused network on the case's images and its fused tensors under the prefixes `kept` (a
+    few, for the fixture's size), as `fused.safetensors` (float32), which a family's
+    `reparameterize` must give (RepVGG's, FastViT's)."""
+    from timm.utils.model import reparameterize_model
+
+    folder = ROOT / "parity" / case
+    model = build()
+    state = load_file(folder / "model.safetensors")
+    model.load_state_dict({k: torch.from_numpy(v).float() for k, v in state.items()})
+    model.eval()
+    model = reparameterize_model(model)
+    images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
+    with torch.no_grad():
+        logits = model(images.permute(0, 3, 1, 2))
+    fused = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith(kept)}
+    assert len(fused) == 2 * len(kept)  # a weight and a bias each
+    save_file({**fused, "logits": logits.numpy()}, folder / "fused.safetensors")

@@ -15,6 +15,8 @@
   linear rule of rates per block, and their check).
 - `checkpointed`: a block recomputed in the backward pass when a network's `remat` is set.
 - `LayerScale`: a learnt per-channel scale of a residual branch (ViT's, MobileNetV4's).
+- `nets.layers.reparam`: structural reparameterization's branches and their fusion (RepVGG's,
+  FastViT's MobileOne blocks).
 """
 
 from nets.layers.attention import DotProductAttention

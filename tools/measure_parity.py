@@ -38,6 +38,13 @@ IMAGE_SIZES |= {f"ghostnetv2_{width}": (224, 224) for width in (100, 130, 160)}
 IMAGE_SIZES |= {f"efficientformer_{size}": (224, 224) for size in ("l1", "l3", "l7")}
 IMAGE_SIZES |= {f"efficientformerv2_{size}": (224, 224) for size in ("s0", "s1", "s2", "l")}
 
+# HRNet's fusion upsamples 2x, 4x, 8x to maps of its own: 56 px leaves a 7x7 above a 4x4.
+IMAGE_SIZES |= {
+    name: (224, 64)
+    for name in ("hrnet_w18_small", "hrnet_w18_small_v2", "hrnet_w18", "hrnet_w30", "hrnet_w32")
+    + ("hrnet_w40", "hrnet_w44", "hrnet_w48", "hrnet_w64", "hrnet_w18_ssld", "hrnet_w48_ssld")
+}
+
 # DLA's 2x2 pools and strided 3x3 convolutions agree on even maps alone: 56 px leaves a 7x7.
 IMAGE_SIZES |= {
     name: (224, 64)

@@ -16,6 +16,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import efficientnet
+from nets.hrnet import StageDef
 from nets.layers import Conv
 from tests import variable_trees
 from tests.helpers import (
@@ -447,6 +448,14 @@ GRADIENT_CASES = {
         "levels": (1, 1, 1, 1, 1, 1),
         "channels": (4, 4, 8, 8, 16, 16),
         "shortcut_root": True,
+    },
+    # HRNet's fusion (a strided path, upsampling), transition and head, the SSLD one's
+    "hrnet_w18_ssld": {
+        "stem_width": 4,
+        "layer1": StageDef(1, (1,), (2,), "BOTTLENECK"),
+        "stages": (StageDef(1, (1, 1), (2, 4)),),
+        "head_widths": (2, 2),
+        "num_features": 8,
     },
 }
 

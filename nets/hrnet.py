@@ -182,6 +182,8 @@ class HRNet(nn.Module):
         out = []
         for i, width in enumerate(w * expansion for w in stage.widths):
             if i < len(xs):
+                # timm convolves the last branch here, which is branch i wherever widths change
+                # (transition1, from layer1's one map); a later change would break its shapes.
                 same = xs[i].shape[-1] == width
                 out.append(xs[i] if same else cna(width, 3, name=f"{name}_{i}")(xs[i]))
                 continue

@@ -16,6 +16,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import efficientnet, resnet, resnetv2
+from nets.hrnet import StageDef
 from nets.layers import Conv
 from tests import variable_trees
 from tests.helpers import (
@@ -481,6 +482,14 @@ GRADIENT_CASES = {
         "num_heads": (2, 3),
         "window_size": 2,
         "kernels": (5, 3, 3),
+    },
+    # HRNet's fusion (a strided path, upsampling), transition and head, the SSLD one's
+    "hrnet_w18_ssld": {
+        "stem_width": 4,
+        "layer1": StageDef(1, (1,), (2,), "BOTTLENECK"),
+        "stages": (StageDef(1, (1, 1), (2, 4)),),
+        "head_widths": (2, 2),
+        "num_features": 8,
     },
 }
 # Image sides other than 32: MSRA's EfficientViT at 48 px has 3x3 maps in 2x2 windows, then a

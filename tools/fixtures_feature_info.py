@@ -22,6 +22,12 @@ DLA = [
     *("dla34", "dla46_c", "dla46x_c", "dla60", "dla60x", "dla60x_c"),
     *("dla102", "dla102x", "dla102x2", "dla169"),
 ]
+# HRNet's `features_only` is a class of its own (`HighResolutionNetFeatures`, the incre location):
+# its levels, which `model.feature_info` repeats, are read from it too.
+HRNET = [
+    *("hrnet_w18_small", "hrnet_w18_small_v2", "hrnet_w18", "hrnet_w30", "hrnet_w32"),
+    *("hrnet_w40", "hrnet_w44", "hrnet_w48", "hrnet_w64", "hrnet_w18_ssld", "hrnet_w48_ssld"),
+]
 
 SAME_NAMES = [
     *[f"resnet{d}" for d in (18, 34, 50, 101, 152, 200)],
@@ -98,6 +104,7 @@ SAME_NAMES = [
     *(f"cs3darknet_focus_{s}" for s in "smlx"),
     *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
     *("dpn48b", "dpn68", "dpn68b", "dpn92", "dpn98", "dpn107", "dpn131"),
+    *HRNET,
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",
@@ -121,7 +128,7 @@ def main() -> None:
     timm = import_timm()
     table = {}
     for ours, theirs in [*((n, n) for n in SAME_NAMES), *RENAMED.items()]:
-        if theirs in DLA:
+        if theirs in DLA or theirs in HRNET:
             info = timm.create_model(theirs, pretrained=False, features_only=True).feature_info
             levels = [list(level) for level in zip(info.reduction(), info.channels(), strict=True)]
         else:

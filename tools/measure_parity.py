@@ -40,6 +40,13 @@ IMAGE_SIZES |= {f"efficientformerv2_{size}": (224, 224) for size in ("s0", "s1",
 # MSRA's EfficientViT: timm fixes its windows (and their biases' tables) by its 224 px maps.
 IMAGE_SIZES |= {f"efficientvit_m{i}": (224, 224) for i in range(6)}
 
+# HRNet's fusion upsamples 2x, 4x, 8x to maps of its own: 56 px leaves a 7x7 above a 4x4.
+IMAGE_SIZES |= {
+    name: (224, 64)
+    for name in ("hrnet_w18_small", "hrnet_w18_small_v2", "hrnet_w18", "hrnet_w30", "hrnet_w32")
+    + ("hrnet_w40", "hrnet_w44", "hrnet_w48", "hrnet_w64", "hrnet_w18_ssld", "hrnet_w48_ssld")
+}
+
 # DLA's 2x2 pools and strided 3x3 convolutions agree on even maps alone: 56 px leaves a 7x7.
 IMAGE_SIZES |= {
     name: (224, 64)

@@ -160,27 +160,42 @@ class RepVGG(nn.Module):
         )
 
 
-def _fuse(kernel: jax.Array, bn: dict, stats: dict, eps: float) -> tuple[jax.Array, jax.Array]:
-    """A bias-free convolution's kernel `[kh, kw, in, out]` and its BatchNorm -> kernel, bias."""
+def fuse_conv_norm(
+    kernel: jax.Array, bn: dict, stats: dict, eps: float
+) -> tuple[jax.Array, jax.Array]:
+    """A bias-free convolution's kernel `[kh, kw, in, out]` and its BatchNorm -> kernel, bias
+    (`nets.repvit`'s token mixers fold theirs so too)."""
     scale = bn["scale"] / jnp.sqrt(stats["var"] + eps)
     return kernel * scale, bn["bias"] - stats["mean"] * scale
+
+
+def identity_kernel(per_group: int, channels: int, dtype: Any) -> jax.Array:
+    """The identity as a grouped 1x1 convolution's kernel `[per_group, channels]`: a one at each
+    channel's own input within its group (all ones for a depthwise one)."""
+    eye = jnp.zeros((per_group, channels), dtype)
+    return eye.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
+
+
+def add_at_centre(kernel: jax.Array, *pointwise: jax.Array) -> jax.Array:
+    """A kxk kernel `[k, k, in, out]` plus 1x1 kernels `[in, out]` at its centre (in order)."""
+    centre = kernel.shape[0] // 2
+    for k1 in pointwise:
+        kernel = kernel.at[centre, centre].add(k1)
+    return kernel
 
 
 def _fuse_block(params: dict, stats: dict, eps: float) -> dict:
     """One block's training variables -> its `reparam_conv` (and `attn`, kept)."""
     kxk = params["conv_kxk"]["conv"]["kernel"]
-    kernel, bias = _fuse(kxk, params["conv_kxk"]["bn"], stats["conv_kxk"]["bn"], eps)
+    kernel, bias = fuse_conv_norm(kxk, params["conv_kxk"]["bn"], stats["conv_kxk"]["bn"], eps)
     k1x1 = params["conv_1x1"]["conv"]["kernel"]
-    k1, b1 = _fuse(k1x1, params["conv_1x1"]["bn"], stats["conv_1x1"]["bn"], eps)
-    centre = kxk.shape[0] // 2
-    kernel = kernel.at[centre, centre].add(k1[0, 0])
+    k1, b1 = fuse_conv_norm(k1x1, params["conv_1x1"]["bn"], stats["conv_1x1"]["bn"], eps)
+    kernel = add_at_centre(kernel, k1[0, 0])
     bias = bias + b1
     if "identity" in params:
-        per_group, channels = kxk.shape[2], kxk.shape[3]
-        eye = jnp.zeros((per_group, channels), kxk.dtype)  # the identity as a grouped 1x1
-        eye = eye.at[jnp.arange(channels) % per_group, jnp.arange(channels)].set(1.0)
-        ki, bi = _fuse(eye, params["identity"], stats["identity"], eps)
-        kernel = kernel.at[centre, centre].add(ki)
+        eye = identity_kernel(kxk.shape[2], kxk.shape[3], kxk.dtype)
+        ki, bi = fuse_conv_norm(eye, params["identity"], stats["identity"], eps)
+        kernel = add_at_centre(kernel, ki)
         bias = bias + bi
     fused = {"reparam_conv": {"kernel": kernel, "bias": bias}}
     if "attn" in params:

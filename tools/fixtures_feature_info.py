@@ -66,6 +66,7 @@ SAME_NAMES = [
     "regnety_080",
     *[f"repvgg_{s}" for s in ("a0", "a1", "a2", "b0", "b1", "b1g4", "b2", "b2g4", "b3")],
     *("repvgg_b3g4", "repvgg_d2se"),
+    *[f"repvit_{m}" for m in ("m0_9", "m1", "m1_0", "m1_1", "m1_5", "m2", "m2_3", "m3")],
     *[f"vit_{s}" for s in ("tiny_patch16_224", "small_patch16_224", "base_patch16_224")],
     "vit_base_patch32_224",
     "vit_large_patch16_224",

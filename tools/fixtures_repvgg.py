@@ -7,9 +7,7 @@ blocks, stem 8) with every second block in 4 groups (the `g4` rule), and the sam
 fused convolutions (`fused.safetensors`, float32), which `nets.repvgg.reparameterize` must give.
 """
 
-import torch
-from parity import ROOT, timm, write_case, write_index  # noqa: F401  (timm first: the shims)
-from safetensors.numpy import load_file, save_file  # noqa: E402
+from parity import timm, write_case, write_fused, write_index  # noqa: F401  (timm first: the shims)
 from timm.models.byobnet import ByobNet, ByoModelCfg, _rep_vgg_bcfg  # noqa: E402
 from timm.utils.model import reparameterize_model  # noqa: E402
 
@@ -38,26 +36,8 @@ FULL_SIZE += ["repvgg_b2", "repvgg_b2g4", "repvgg_b3", "repvgg_b3g4", "repvgg_d2
 KEPT = ("stem.reparam_conv", "stages.1.1.reparam_conv", "stages.1.2.reparam_conv")
 
 
-def write_fused(case: str, build) -> None:
-    """timm's fused tensors of the case's network and their logits on the case's images."""
-    folder = ROOT / "parity" / case
-    model = build()
-    state = {
-        k: torch.from_numpy(v).float() for k, v in load_file(folder / "model.safetensors").items()
-    }
-    model.load_state_dict(state)
-    model.eval()
-    model = reparameterize_model(model)
-    images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
-    with torch.no_grad():
-        logits = model(images.permute(0, 3, 1, 2))
-    fused = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith(KEPT)}
-    assert len(fused) == 2 * len(KEPT)
-    save_file({**fused, "logits": logits.numpy()}, folder / "fused.safetensors")
-
-
 if __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
-        write_fused(case, build)
+        write_fused(case, build, reparameterize_model, KEPT)
     write_index("repvgg", FULL_SIZE)

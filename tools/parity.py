@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".." / "shared" / "tools"))
 from timm_compat import import_timm  # noqa: E402
@@ -110,6 +110,32 @@ def write_case(
         folder / "expected.safetensors",
     )
     print(f"{name}: {sum(v.size for v in state.values()):,} values, logits {tuple(logits.shape)}")
+
+
+def write_fused(
+    case: str,
+    build: Callable[[], torch.nn.Module],
+    fuse: Callable[[torch.nn.Module], torch.nn.Module],
+    kept: tuple[str, ...],
+) -> None:
+    """The reparameterizable families' deploy form (RepVGG's, RepViT's): the case's network
+    with its fixture's weights, `fuse(model)` (timm's own fusion, in eval mode), its logits on the
+    case's images and its tensors under the prefixes `kept` (a weight and a bias each), float32,
+    in `fused.safetensors`: what our `reparameterize` must give."""
+    folder = ROOT / "parity" / case
+    model = build()
+    state = {
+        k: torch.from_numpy(v).float() for k, v in load_file(folder / "model.safetensors").items()
+    }
+    model.load_state_dict(state)
+    model.eval()
+    model = fuse(model)
+    images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
+    with torch.no_grad():
+        logits = model(images.permute(0, 3, 1, 2))
+    fused = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith(kept)}
+    assert len(fused) == 2 * len(kept), sorted(fused)
+    save_file({**fused, "logits": logits.numpy()}, folder / "fused.safetensors")
 
 
 def write_index(

@@ -141,6 +141,37 @@ class Downsample(nn.Module):
         return x + Mlp(self.layer, self.mlp_ratio, name="ffn")(x)
 
 
+class Stage(nn.Module):
+    """`downsample` to `features` (not in the first stage), then `depth` blocks `blocks_{j}`,
+    the even ones gated (timm's RepVitStage)."""
+
+    features: int
+    depth: int
+    layer: ModuleDef
+    mixer: ModuleDef
+    conv: ModuleDef
+    kernel_size: int = 3
+    mlp_ratio: float = 2.0
+    downsample: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.downsample:
+            x = Downsample(
+                self.features,
+                self.layer,
+                self.mixer,
+                self.conv,
+                self.kernel_size,
+                self.mlp_ratio,
+                name="downsample",
+            )(x)
+        block = partial(Block, self.layer, self.mixer, self.conv, self.mlp_ratio)
+        for j in range(self.depth):
+            x = block(se=j % 2 == 0, name=f"blocks_{j}")(x)
+        return x
+
+
 class RepVit(nn.Module):
     """RepViT in its training form (or `deploy`: the token mixers fused, from `reparameterize`).
 
@@ -209,39 +240,6 @@ class RepVit(nn.Module):
         return distilled_heads(x, end_points, self.num_classes, norm, 0.0, train)
 
 
-class Stage(nn.Module):
-    """`downsample` to `features` (not in the first stage), then `depth` blocks `blocks_{j}`,
-    the even ones gated (timm's RepVitStage)."""
-
-    features: int
-    depth: int
-    layer: ModuleDef
-    mixer: ModuleDef
-    conv: ModuleDef
-    kernel_size: int = 3
-    mlp_ratio: float = 2.0
-    downsample: bool = True
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        if self.downsample:
-            x = Downsample(
-                self.features,
-                self.layer,
-                self.mixer,
-                self.conv,
-                self.kernel_size,
-                self.mlp_ratio,
-                name="downsample",
-            )(x)
-        for j in range(self.depth):
-            gated = j % 2 == 0
-            x = Block(self.layer, self.mixer, self.conv, self.mlp_ratio, gated, name=f"blocks_{j}")(
-                x
-            )
-        return x
-
-
 def _fuse_mixer(params: dict, stats: dict, eps: float) -> dict:
     """One token mixer's training variables -> its `reparam_conv` (timm's `RepVggDw.fuse`)."""
     kxk = params["conv"]["c"]["kernel"]  # [k, k, 1, channels]: depthwise
@@ -280,7 +278,7 @@ def reparameterize(variables: dict, eps: float = TORCH.epsilon) -> dict:
     return {"params": params, "batch_stats": stats}
 
 
-# timm's configurations (the paper's Table 9; M1, M2, M3 its first release's legacy mixers).
+# timm's configurations (M1, M2, M3: the paper's first release, with the legacy mixers).
 repvit_m0_9 = partial(RepVit, embed_dims=(48, 96, 192, 384), depths=(2, 2, 14, 2))
 repvit_m1_0 = partial(RepVit, embed_dims=(56, 112, 224, 448), depths=(2, 2, 14, 2))
 repvit_m1_1 = partial(RepVit, embed_dims=(64, 128, 256, 512), depths=(2, 2, 12, 2))

@@ -68,6 +68,7 @@ from nets import (
     pvt_v2,
     regnet,
     repvgg,
+    repvit,
     res2net,
     resnest,
     resnet,
@@ -330,6 +331,16 @@ networks_map: dict[str, functools.partial] = {
     "fastvit_mci2": fastvit.fastvit_mci2,
     "fastvit_mci3": fastvit.fastvit_mci3,
     "fastvit_mci4": fastvit.fastvit_mci4,
+    # RepViT (Wang et al. 2024), timm's names: the training form with both distilled heads;
+    # `repvit.reparameterize` fuses the token mixers.
+    "repvit_m0_9": repvit.repvit_m0_9,
+    "repvit_m1": repvit.repvit_m1,
+    "repvit_m1_0": repvit.repvit_m1_0,
+    "repvit_m1_1": repvit.repvit_m1_1,
+    "repvit_m1_5": repvit.repvit_m1_5,
+    "repvit_m2": repvit.repvit_m2,
+    "repvit_m2_3": repvit.repvit_m2_3,
+    "repvit_m3": repvit.repvit_m3,
     # Vision Transformers (Dosovitskiy et al. 2020) and DeiT (Touvron et al. 2021), timm's names.
     "vit_tiny_patch16_224": vit.vit_tiny_patch16_224,
     "vit_small_patch16_224": vit.vit_small_patch16_224,

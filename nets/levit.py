@@ -181,6 +181,30 @@ class NormLinear(nn.Module):
         return dense(x)
 
 
+def distilled_heads(
+    x: jax.Array,
+    end_points: dict,
+    num_classes: int | None,
+    norm: ModuleDef,
+    dropout_rate: float,
+    train: bool,
+) -> tuple[jax.Array, dict]:
+    """timm's distilled `NormLinear` pair on the pooled `x` (`pre_logits`), called inside a
+    network's `__call__`: `head` and `head_dist`, `logits` their mean (timm's output unless
+    `set_distilled_training`), each in `end_points` (`cls_logits`, `dist_logits`) for a
+    distillation loss; LeViT's and RepViT's (`nets.repvit`). Without classes, `x` itself."""
+    end_points["pre_logits"] = x
+    if not num_classes:
+        return x, end_points
+    head = partial(NormLinear, num_classes, norm, dropout_rate)
+    cls_logits = head(name="head")(x, train)
+    dist_logits = head(name="head_dist")(x, train)
+    logits = (cls_logits + dist_logits) / 2
+    end_points |= {"cls_logits": cls_logits, "dist_logits": dist_logits, "logits": logits}
+    end_points["predictions"] = nn.softmax(logits)
+    return logits, end_points
+
+
 class Levit(nn.Module):
     """LeViT with stages of `depths` blocks, `embed_dims[i]` wide with `num_heads[i]` heads.
 
@@ -258,16 +282,8 @@ class Levit(nn.Module):
                 remat=self.remat,
                 name=f"stages_{i}",
             )(x, train)
-        x = end_points["pre_logits"] = global_avg_pool(x)
-        if not self.num_classes:
-            return x, end_points
-        head = partial(NormLinear, self.num_classes, norm, self.dropout_rate)
-        cls_logits = head(name="head")(x, train)
-        dist_logits = head(name="head_dist")(x, train)
-        logits = (cls_logits + dist_logits) / 2
-        end_points |= {"cls_logits": cls_logits, "dist_logits": dist_logits, "logits": logits}
-        end_points["predictions"] = nn.softmax(logits)
-        return logits, end_points
+        x = global_avg_pool(x)
+        return distilled_heads(x, end_points, self.num_classes, norm, self.dropout_rate, train)
 
     def _check(self) -> None:
         if not self.depths or any(

@@ -443,6 +443,8 @@ GRADIENT_CASES = {
         "stem_width": 8,
         "groups": 4,
     },
+    # RepViT's token mixers (a BatchNorm after the sum), gated blocks, downsampling, both heads
+    "repvit_m0_9": {"embed_dims": (8, 16), "depths": (2, 1)},
     # pre-activation basic blocks with averaging shortcuts, EvoNorm-S0's `v` (timm's ResNetV2)
     "resnetv2_50d_evos": {
         "block_cls": resnet.PreActBasicBlock,

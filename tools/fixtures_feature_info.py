@@ -76,6 +76,7 @@ SAME_NAMES = [
     *("repvgg_b3g4", "repvgg_d2se"),
     *[f"fastvit_{s}" for s in ("t8", "t12", "s12", "sa12", "sa24", "sa36", "ma36")],
     *[f"fastvit_mci{i}" for i in range(5)],
+    *[f"repvit_{m}" for m in ("m0_9", "m1", "m1_0", "m1_1", "m1_5", "m2", "m2_3", "m3")],
     *[f"vit_{s}" for s in ("tiny_patch16_224", "small_patch16_224", "base_patch16_224")],
     "vit_base_patch32_224",
     "vit_large_patch16_224",

@@ -131,11 +131,16 @@ def write_index(
     (ROOT / "state_dicts" / f"{family}.txt").write_text("\n".join(lines) + "\n")
 
 
-def write_fused(case: str, build: Callable[[], torch.nn.Module], kept: tuple[str, ...]) -> None:
-    """timm's `reparameterize_model` of the case's network (its written weights): the logits of
-    the fused network on the case's images and its fused tensors under the prefixes `kept` (a
-    few, for the fixture's size), as `fused.safetensors` (float32), which a family's
-    `reparameterize` must give (RepVGG's, FastViT's)."""
+def write_fused(
+    case: str,
+    build: Callable[[], torch.nn.Module],
+    kept: tuple[str, ...],
+    fuse: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+) -> None:
+    """timm's fusion of the case's network (its written weights; `fuse`, by default timm's
+    `reparameterize_model`): the logits of the fused network on the case's images and its fused
+    tensors under the prefixes `kept` (a few, for the fixture's size), as `fused.safetensors`
+    (float32), which a family's `reparameterize` must give (RepVGG's, FastViT's, RepViT's)."""
     from timm.utils.model import reparameterize_model
 
     folder = ROOT / "parity" / case
@@ -143,7 +148,7 @@ def write_fused(case: str, build: Callable[[], torch.nn.Module], kept: tuple[str
     state = load_file(folder / "model.safetensors")
     model.load_state_dict({k: torch.from_numpy(v).float() for k, v in state.items()})
     model.eval()
-    model = reparameterize_model(model)
+    model = (fuse or reparameterize_model)(model)
     images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
     with torch.no_grad():
         logits = model(images.permute(0, 3, 1, 2))

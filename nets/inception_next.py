@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate
+from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.norm import TORCH, batch_norm
 from nets.layers.padding import smallest_input
 from nets.metaformer import EPSILON, Mlp, stages
@@ -126,6 +127,12 @@ class InceptionNeXt(nn.Module):
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem."""
         return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+
+    def layer_id(self, path: tuple[str, ...]) -> int:
+        """The depth of the parameter under module `path`, for layer-wise learning-rate decay
+        (timm's `group_matcher`, ConvNeXt's): 0 for the stem, `1 + n` for the network's block
+        `n` (a stage's downsampling with its first block), the head last."""
+        return stem_stages_head_layer_id(self.depths, path)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

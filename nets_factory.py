@@ -47,6 +47,7 @@ from nets import (
     fastvit,
     ghostnet,
     hrnet,
+    inception_next,
     inception_resnet_v2,
     inception_v1,
     inception_v2,
@@ -625,6 +626,12 @@ networks_map: dict[str, functools.partial] = {
     "caformer_s36": metaformer.caformer_s36,
     "caformer_m36": metaformer.caformer_m36,
     "caformer_b36": metaformer.caformer_b36,
+    # InceptionNeXt (Yu et al. 2024): ConvNeXt's stages with an Inception depthwise token
+    # mixer, BatchNorm and an MLP head; timm's names.
+    "inception_next_atto": inception_next.inception_next_atto,
+    "inception_next_tiny": inception_next.inception_next_tiny,
+    "inception_next_small": inception_next.inception_next_small,
+    "inception_next_base": inception_next.inception_next_base,
     # NFNets (Brock et al. 2021): normalizer-free, weight-standardised convolutions; DeepMind's
     # NFNet-F (TensorFlow padding, gamma-scaled GELU, skip-init) and timm's light SiLU ones.
     "dm_nfnet_f0": nfnet.dm_nfnet_f0,

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.layers.layer_depth import stage_block_index
+from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.padding import smallest_input
 
 _INIT = nn.initializers.truncated_normal(0.02)
@@ -144,11 +144,7 @@ class ConvNeXt(nn.Module):
         (timm's `group_matcher`): 0 for the stem, `1 + n` for the network's block `n` (counted
         over all stages; a stage's downsampling with its first block), the head (its norm too)
         last."""
-        if path[0].startswith("stem_"):
-            return 0
-        if path[0].startswith("stages_"):
-            return 1 + stage_block_index(self.depths, path)
-        return 1 + sum(self.depths)
+        return stem_stages_head_layer_id(self.depths, path)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

@@ -115,17 +115,19 @@ class SepConv(nn.Module):
 
 
 class Mlp(nn.Module):
-    """`fc2(act(fc1(x)))`, 4x wider inside: StarReLU (`act`) or exact GELU, biases or none."""
+    """`fc2(act(fc1(x)))`, `ratio` times wider inside: StarReLU (`act`) or exact GELU, biases or
+    none."""
 
     activation: MlpActivation = "star_relu"
     use_bias: bool = False
     dtype: Any = jnp.float32
+    ratio: float = 4.0  # InceptionNeXt's last stage: 3
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         width = x.shape[-1]
         dense = partial(nn.Dense, use_bias=self.use_bias, dtype=self.dtype, kernel_init=_INIT)
-        x = dense(4 * width, name="fc1")(x)
+        x = dense(int(self.ratio * width), name="fc1")(x)
         x = (
             StarReLU(name="act")(x)
             if self.activation == "star_relu"
@@ -220,7 +222,8 @@ class MetaFormerBlock(nn.Module):
 
 class MetaFormerStage(nn.Module):
     """timm's `MetaFormerStage`: with `downsample`, a norm (`downsample_norm`, if any) and a
-    3x3/2 convolution (`downsample_conv`), then `depth` blocks."""
+    `downsample_kernel`-square convolution of stride 2 (`downsample_conv`: MetaFormer's 3x3,
+    padding 1; InceptionNeXt's 2x2, none), then `depth` blocks."""
 
     depth: int
     features: int
@@ -229,16 +232,52 @@ class MetaFormerStage(nn.Module):
     downsample_norm: ModuleDef | None
     drop_path_rates: tuple[float, ...]
     downsample: bool = True
+    downsample_kernel: int = 3
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.downsample:
             if self.downsample_norm is not None:
                 x = self.downsample_norm(name="downsample_norm")(x)
-            x = self.conv(self.features, (3, 3), (2, 2), padding=1, name="downsample_conv")(x)
+            size, pad = (self.downsample_kernel,) * 2, (self.downsample_kernel - 1) // 2
+            x = self.conv(self.features, size, (2, 2), padding=pad, name="downsample_conv")(x)
         for j in range(self.depth):
             x = self.block(drop_path_rate=self.drop_path_rates[j], name=f"blocks_{j}")(x, train)
         return x
+
+
+def stages(
+    x: jax.Array,
+    train: bool,
+    end_points: dict[str, jax.Array],
+    depths: Sequence[int],
+    dims: Sequence[int],
+    blocks: Sequence[ModuleDef],
+    conv: ModuleDef,
+    downsample_norm: ModuleDef | None,
+    drop_path_rate: float,
+    downsample_kernel: int = 3,
+) -> jax.Array:
+    """A `MetaFormerStage` (`stages_{i}`) per depth, of `blocks[i]`, each but the first opened by
+    a downsampling, each's output the end point `stage{i + 1}`; drop-path rates rising linearly
+    over all the blocks. A function, not a module, so that the stages join the caller's scope
+    (MetaFormer's and InceptionNeXt's)."""
+    rates = linear_drop_path_rates(drop_path_rate, sum(depths))
+    for i, (depth, features, block) in enumerate(zip(depths, dims, blocks, strict=True)):
+        start = sum(depths[:i])
+        x = MetaFormerStage(
+            depth,
+            features,
+            block,
+            conv,
+            downsample_norm,
+            tuple(rates[start : start + depth]),
+            downsample=i > 0,
+            downsample_kernel=downsample_kernel,
+            name=f"stages_{i}",
+        )(x, train)
+        end_points[f"stage{i + 1}"] = x
+    return x
 
 
 class MetaFormer(nn.Module):
@@ -312,9 +351,8 @@ class MetaFormer(nn.Module):
         end_points["stem"] = x
 
         norm = norm_layer(self.norm, self.norm_epsilon, self.norm_bias, self.dtype)
-        rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
-        for i, depth in enumerate(self.depths):
-            block = partial(
+        blocks = [
+            partial(
                 checkpointed(MetaFormerBlock, self.remat, takes_train=True),
                 self.token_mixers[i],
                 conv,
@@ -327,18 +365,19 @@ class MetaFormer(nn.Module):
                 dtype=self.dtype,
                 attention=self.attention,
             )
-            start = sum(self.depths[:i])
-            x = MetaFormerStage(
-                depth,
-                self.dims[i],
-                block,
-                conv,
-                downsample_norm,
-                tuple(rates[start : start + depth]),
-                downsample=i > 0,
-                name=f"stages_{i}",
-            )(x, train)
-            end_points[f"stage{i + 1}"] = x
+            for i in range(len(self.depths))
+        ]
+        x = stages(
+            x,
+            train,
+            end_points,
+            self.depths,
+            self.dims,
+            blocks,
+            conv,
+            downsample_norm,
+            self.drop_path_rate,
+        )
 
         x = nn.LayerNorm(EPSILON, dtype=self.dtype, name="head_norm")(global_avg_pool(x))
         return classify(

@@ -55,6 +55,8 @@ TINY = {
         32,
     ),
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
+    # MetaFormer's stages of BatchNorm blocks (their statistics cross the checkpoints).
+    "inception_next_tiny": ({"depths": (1, 2), "dims": (8, 16), "mlp_ratios": (4, 3)}, 3, 32),
     # Spatial-reduction attention (the 2x2/2 reduction), the depthwise MLP; stage norms outside.
     "pvt_v2_b0": (
         {

@@ -67,6 +67,7 @@ SAME_NAMES = [
     *[f"efficientformerv2_{s}" for s in ("s0", "s1", "s2", "l")],
     *[f"efficientvit_{s}" for s in ("b0", "b1", "b2", "b3", "l1", "l2", "l3")],
     *[f"efficientvit_m{i}" for i in range(6)],
+    *[f"inception_next_{s}" for s in ("atto", "tiny", "small", "base")],
     "ghostnet_100",
     *[f"ghostnetv2_{m}" for m in (100, 130, 160)],
     "regnetx_004",

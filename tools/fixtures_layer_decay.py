@@ -30,6 +30,7 @@ NETWORKS = [
     "levit_128s",
     "efficientformer_l1",
     "efficientformerv2_s0",
+    "inception_next_atto",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

@@ -38,6 +38,7 @@ from nets import (
     densenet,
     dla,
     dpn,
+    edgenext,
     efficientformer,
     efficientformer_v2,
     efficientnet,
@@ -241,6 +242,13 @@ networks_map: dict[str, functools.partial] = {
     "convnextv2_base": convnext.convnextv2_base,
     "convnextv2_large": convnext.convnextv2_large,
     "convnextv2_huge": convnext.convnextv2_huge,
+    # EdgeNeXt (Maaz et al. 2022): ConvNeXt blocks and split depth-wise transpose attention,
+    # timm's names.
+    "edgenext_xx_small": edgenext.edgenext_xx_small,
+    "edgenext_x_small": edgenext.edgenext_x_small,
+    "edgenext_small": edgenext.edgenext_small,
+    "edgenext_base": edgenext.edgenext_base,
+    "edgenext_small_rw": edgenext.edgenext_small_rw,
     # DenseNet-BC (Huang et al. 2017), torchvision's (and timm's) four.
     "densenet121": densenet.densenet121,
     "densenet161": densenet.densenet161,

@@ -69,7 +69,9 @@ class GlobalResponseNorm(nn.Module):
 
 class ConvNeXtBlock(nn.Module):
     """`x + drop_path(gamma * fc2(grn(gelu(fc1(norm(conv_dw(x)))))))`, timm's `ConvNeXtBlock`
-    (GRN in V2 only, `gamma` in V1 only)."""
+    (GRN in V2 only, `gamma` in V1 only). EdgeNeXt's `ConvBlock` is this block with its own
+    depthwise `kernel_size`; with `strides` 2 or a width other than the input's (its
+    `downsample_block`), the residual is `conv_dw(x)`, as timm's `shortcut_after_dw`."""
 
     features: int
     conv: ModuleDef
@@ -79,17 +81,21 @@ class ConvNeXtBlock(nn.Module):
     norm_epsilon: float = 1e-6
     drop_path_rate: float = 0.0
     grn: bool = False
+    kernel_size: int = 7  # odd: padded by half of it on each side
+    strides: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        shortcut = x
+        half = self.kernel_size // 2
         y = self.conv(
             self.features,
-            (7, 7),
-            padding=[(3, 3), (3, 3)],
-            feature_group_count=self.features,
+            (self.kernel_size, self.kernel_size),
+            self.strides,
+            padding=[(half, half), (half, half)],
+            feature_group_count=x.shape[-1],
             name="conv_dw",
         )(x)
+        shortcut = y if self.strides > 1 or x.shape[-1] != self.features else x
         y = nn.LayerNorm(epsilon=self.norm_epsilon, dtype=self.dtype, name="norm")(y)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         y = dense(self.mlp_ratio * self.features, name="fc1")(y)

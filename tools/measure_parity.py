@@ -97,6 +97,10 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
             from fixtures_xcit import nontrivial
 
             nontrivial(model)
+        if architecture.startswith("edgenext_"):  # SDTA's gamma_xca at 1e-6, temperatures at 1
+            from fixtures_edgenext import nontrivial
+
+            nontrivial(model)
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():

@@ -105,6 +105,7 @@ SAME_NAMES = [
     *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
     *("dpn48b", "dpn68", "dpn68b", "dpn92", "dpn98", "dpn107", "dpn131"),
     *HRNET,
+    *(f"rexnet{r}_{m}" for r in ("", "r") for m in (100, 130, 150, 200, 300)),
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

@@ -89,6 +89,8 @@ def test_every_network_with_an_architecture_has_published_weights():
     untrained |= {"cs3darknet_s", "cs3darknet_focus_x", "cs3sedarknet_xdw"}
     # timm's dpn48b is untrained.
     untrained |= {"dpn48b"}
+    # timm's rexnetr_100, 130 and 150 are untrained.
+    untrained |= {"rexnetr_100", "rexnetr_130", "rexnetr_150"}
     # timm's legacy_xception weights are a GitHub release's `.pth`, on no Hub repository: they
     # load from the downloaded file.
     # MobileCLIP-S1's image tower is on Apple's Hub repository alone (apple/mobileclip_s1_timm,

@@ -108,6 +108,7 @@ SAME_NAMES = [
     *("dpn48b", "dpn68", "dpn68b", "dpn92", "dpn98", "dpn107", "dpn131"),
     *[f"edgenext_{s}" for s in ("xx_small", "x_small", "small", "base", "small_rw")],
     *HRNET,
+    *(f"rexnet{r}_{m}" for r in ("", "r") for m in (100, 130, 150, 200, 300)),
 ]
 RENAMED = {
     "resnet_v2_50": "resnetv2_50",

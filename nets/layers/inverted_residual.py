@@ -45,8 +45,9 @@ class SqueezeExcite(nn.Module):
     a hard sigmoid. Slim writes that gate as `relu6(x + 3) * 0.16667`; `hard_sigmoid` divides by
     6 (a 2e-6 relative difference). EfficientNet's (Tan & Le 2019) sets `squeeze_channels` (a
     quarter of the block's input), `act` (the block's SiLU) and `gate=nn.sigmoid`; RegNet-Y's
-    its own width, `gate=nn.sigmoid` and torchvision's names. Both 1x1 convolutions are biased
-    and have no BatchNorm.
+    its own width, `gate=nn.sigmoid` and torchvision's names. Both 1x1 convolutions are biased;
+    `norm` (ReXNet's BatchNorm, named `bn`) normalises the squeezed one before its activation,
+    which none of the others do.
     """
 
     conv: ModuleDef
@@ -58,6 +59,7 @@ class SqueezeExcite(nn.Module):
     act: Callable = nn.relu
     gate: Callable = nn.hard_sigmoid
     layer_names: tuple[str, str] = ("Conv", "Conv_1")
+    norm: ModuleDef | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -65,7 +67,10 @@ class SqueezeExcite(nn.Module):
         squeeze = self.squeeze_channels or make_divisible(channels / self.squeeze_factor, 8)
         reduce, expand = self.layer_names
         gate = global_avg_pool(x, keepdims=True)
-        gate = self.act(self.conv(squeeze, (1, 1), use_bias=True, name=reduce)(gate))
+        gate = self.conv(squeeze, (1, 1), use_bias=True, name=reduce)(gate)
+        if self.norm is not None:
+            gate = self.norm(name="bn")(gate)
+        gate = self.act(gate)
         gate = self.gate(self.conv(channels, (1, 1), use_bias=True, name=expand)(gate))
         return x * gate
 

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 from nets.layers import Conv, ModuleDef, checkpointed, classify, classify_distilled
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
-from nets.vit import LAYER_NORM_EPSILON, Block, resample_position_embeddings
+from nets.vit import LAYER_NORM_EPSILON, Block, grid_size, resample_position_embeddings
 
 _dense_init = nn.initializers.truncated_normal(0.02)
 
@@ -155,16 +155,6 @@ class PoolingVisionTransformer(nn.Module):
         """timm's `feature_info`: each stage's map (`nets.features`)."""
         return {f"stage{i + 1}": self.stride * 2**i for i in range(len(self.depths))}
 
-    def _grid(self) -> int:
-        """The side of the embedding's map at `img_size`, which `pos_embed` is made for."""
-        img_size = self.img_size or self.default_image_size
-        if img_size < self.patch_size:
-            raise ValueError(
-                f"img_size {img_size} is smaller than one patch of {self.patch_size} "
-                "pixels: img_size must be at least patch_size"
-            )
-        return (img_size - self.patch_size) // self.stride + 1
-
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         if not len(self.depths) == len(self.heads) == len(self.base_dims):
@@ -173,7 +163,8 @@ class PoolingVisionTransformer(nn.Module):
                 "must have an entry for each stage"
             )
         check_drop_path_rate(self.drop_path_rate)
-        grid = self._grid()
+        img_size = self.img_size or self.default_image_size
+        grid = grid_size(img_size, self.patch_size, self.stride)
         end_points = {}
         widths = [dim * heads for dim, heads in zip(self.base_dims, self.heads, strict=True)]
         x = self.conv(

@@ -9,13 +9,18 @@ from timm.models.pit import PoolingVisionTransformer  # noqa: E402
 SMALL = {"patch_size": 8, "stride": 4, "base_dims": (4, 4, 4), "depth": (1, 2, 1)}
 
 
-def small(**kwargs) -> torch.nn.Module:
-    """timm's PiT in the small configuration (`kwargs` change it), its position embeddings and
-    class tokens ~N(0, 0.5), which `parity.perturb` leaves at timm's init (0.02)."""
-    model = PoolingVisionTransformer(**{"num_classes": 10, "heads": (2, 4, 8), **SMALL, **kwargs})
+def nontrivial(model: torch.nn.Module) -> None:
+    """The position embeddings and class tokens ~N(0, 0.5), which `parity.perturb` leaves at
+    timm's init (~N(0, 0.02)), where a wrong layout of the map would hardly show."""
     with torch.no_grad():
         model.pos_embed.normal_(0.0, 0.5)
         model.cls_token.normal_(0.0, 0.5)
+
+
+def small(**kwargs) -> torch.nn.Module:
+    """timm's PiT in the small configuration (`kwargs` change it), made `nontrivial`."""
+    model = PoolingVisionTransformer(**{"num_classes": 10, "heads": (2, 4, 8), **SMALL, **kwargs})
+    nontrivial(model)
     return model
 
 

@@ -24,9 +24,9 @@ Where this differs from timm's `PoolingVisionTransformer`:
   `proj_drop_rate` and `attn_drop_rate`, 0 in its networks, are not fields. `drop_path_rate`
   is timm's rule: rising linearly from 0 at the first block to this rate at the last, over all
   stages.
-- Initialisation: ViT's (`nets.vit`: dense kernels from a normal of standard deviation 0.02 cut
-  at two), the position embeddings and class tokens as timm's; timm leaves its Linear and
-  convolution layers at PyTorch's defaults.
+- Initialisation: dense kernels, position embeddings and class tokens from a normal of standard
+  deviation 0.02 cut at two deviations (ViT's; timm draws the last two so, cut at +-2, and
+  leaves its Linear and convolution layers at PyTorch's defaults).
 - `regularization_loss` covers the convolution and dense kernels only: not LayerNorm, biases,
   `pos_embed` or `cls_token` (timm's `no_weight_decay()` and its optimizer factory agree).
 - timm has no `group_matcher` for PiT, so the networks have no `layer_id` (layer-wise decay).

@@ -30,15 +30,14 @@ def same_padding_pools(*args, padding=None, **kwargs) -> Conv:
     return Conv(*args, padding="SAME" if kwargs.get("strides") == 2 else padding, **kwargs)
 
 
-@pytest.mark.parametrize("case", sorted(PARITY))
-def test_logits_are_the_references(case):
-    network_fn, variables = load(case)
-    reference = expected(case)
+def test_logits_are_the_references():
+    network_fn, variables = load("pit_small_32")
+    reference = expected("pit_small_32")
     logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
 
 
-def test_the_conventions_matter():
+def test_the_distilled_logits_are_the_references_and_the_conventions_matter():
     network_fn, variables = load("pit_distilled_36")
     reference = expected("pit_distilled_36")
     apply = jax.jit(network_fn.apply)

@@ -66,6 +66,7 @@ from nets import (
     nasnet,
     nfnet,
     overfeat,
+    pit,
     pnasnet,
     pvt_v2,
     regnet,
@@ -421,6 +422,15 @@ networks_map: dict[str, functools.partial] = {
     "cait_s36_384": cait.cait_s36_384,
     "cait_m36_384": cait.cait_m36_384,
     "cait_m48_448": cait.cait_m48_448,
+    # PiT (Heo et al. 2021): a ViT whose token map is pooled between stages, timm's names.
+    "pit_ti_224": pit.pit_ti_224,
+    "pit_xs_224": pit.pit_xs_224,
+    "pit_s_224": pit.pit_s_224,
+    "pit_b_224": pit.pit_b_224,
+    "pit_ti_distilled_224": pit.pit_ti_distilled_224,
+    "pit_xs_distilled_224": pit.pit_xs_distilled_224,
+    "pit_s_distilled_224": pit.pit_s_distilled_224,
+    "pit_b_distilled_224": pit.pit_b_distilled_224,
     # XCiT (El-Nouby et al. 2021): cross-covariance attention over channels, local patch
     # interaction and CaiT's class attention, timm's names.
     "xcit_nano_12_p16_224": xcit.xcit_nano_12_p16_224,

@@ -214,15 +214,16 @@ def resample_position_embeddings(grid: jax.Array, size: tuple[int, int]) -> jax.
     return resized.astype(grid.dtype)
 
 
-def grid_size(img_size: int, patch_size: int) -> int:
-    """The side of the patch grid the position embeddings are made for; one line when `img_size`
+def grid_size(img_size: int, patch_size: int, stride: int | None = None) -> int:
+    """The side of the patch grid the position embeddings are made for, of patches every
+    `stride` pixels (None: `patch_size`, side by side; PiT's overlap); one line when `img_size`
     holds no patch."""
     if img_size < patch_size:
         raise ValueError(
             f"img_size {img_size} is smaller than one patch of {patch_size} "
             "pixels: img_size must be at least patch_size"
         )
-    return img_size // patch_size
+    return (img_size - patch_size) // (stride or patch_size) + 1
 
 
 def patchify(module: nn.Module, images: jax.Array, use_bias: bool = True) -> jax.Array:

@@ -107,6 +107,7 @@ SAME_NAMES = [
     *("cs3sedarknet_l", "cs3sedarknet_x", "cs3sedarknet_xdw", "cs3edgenet_x", "cs3se_edgenet_x"),
     *("dpn48b", "dpn68", "dpn68b", "dpn92", "dpn98", "dpn107", "dpn131"),
     *[f"edgenext_{s}" for s in ("xx_small", "x_small", "small", "base", "small_rw")],
+    *[f"pit_{s}{d}_224" for s in ("ti", "xs", "s", "b") for d in ("", "_distilled")],
     *HRNET,
     *(f"rexnet{r}_{m}" for r in ("", "r") for m in (100, 130, 150, 200, 300)),
 ]

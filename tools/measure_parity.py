@@ -101,6 +101,10 @@ def make(folder: Path, architectures: list[str], size: int = 224, dynamic: bool 
             from fixtures_edgenext import nontrivial
 
             nontrivial(model)
+        if architecture.startswith("pit_"):  # position embeddings and class tokens at 0.02
+            from fixtures_pit import nontrivial
+
+            nontrivial(model)
         perturb(model, generator, calibration_size)
         images = torch.randn(2, 3, image_size, image_size, generator=generator)
         with torch.no_grad():

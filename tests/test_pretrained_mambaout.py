@@ -45,8 +45,8 @@ def test_logits_are_the_references(case):
 
 @pytest.mark.parametrize("case", sorted(PARITY))
 def test_the_convolution_takes_the_last_channels(case):
-    """`fc1`'s output splits as (gate, kept, convolved): the convolved channels first instead
-    (the same kernel) misses."""
+    """`fc1`'s output splits as (gate, kept, convolved): the convolved channels first instead,
+    in one block, miss by 1.0 (the paper's layout) and 1.3 (`_rw`)."""
     variables = published.without_mark(loaded(case)[1])
     params = jax.tree_util.tree_map(lambda a: a, variables["params"])
     fc1 = params["stages_2"]["blocks_0"]["fc1"]
@@ -55,7 +55,7 @@ def test_the_convolution_takes_the_last_channels(case):
     order = np.r_[:hidden, 2 * hidden - channels : 2 * hidden, hidden : 2 * hidden - channels]
     params["stages_2"]["blocks_0"]["fc1"] = {k: np.asarray(v)[..., order] for k, v in fc1.items()}
     logits, _ = logits_of(case, {**variables, "params": params})
-    assert relative_error(logits, expected(case)["logits"]) > 1e-2
+    assert relative_error(logits, expected(case)["logits"]) > 0.5
 
 
 @pytest.mark.parametrize("case", sorted(PARITY))

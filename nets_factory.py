@@ -56,6 +56,7 @@ from nets import (
     inception_v4,
     lenet,
     levit,
+    mambaout,
     maxvit,
     metaformer,
     mlp_mixer,
@@ -662,6 +663,18 @@ networks_map: dict[str, functools.partial] = {
     "inception_next_tiny": inception_next.inception_next_tiny,
     "inception_next_small": inception_next.inception_next_small,
     "inception_next_base": inception_next.inception_next_base,
+    # MambaOut (Yu & Wang 2024): MetaFormer's stages of Gated CNN blocks (a depthwise 7x7 on
+    # part of the gated MLP's channels), an MLP head; timm's names, its `_rw` experiments too.
+    "mambaout_femto": mambaout.mambaout_femto,
+    "mambaout_kobe": mambaout.mambaout_kobe,
+    "mambaout_tiny": mambaout.mambaout_tiny,
+    "mambaout_small": mambaout.mambaout_small,
+    "mambaout_base": mambaout.mambaout_base,
+    "mambaout_small_rw": mambaout.mambaout_small_rw,
+    "mambaout_base_short_rw": mambaout.mambaout_base_short_rw,
+    "mambaout_base_tall_rw": mambaout.mambaout_base_tall_rw,
+    "mambaout_base_wide_rw": mambaout.mambaout_base_wide_rw,
+    "mambaout_base_plus_rw": mambaout.mambaout_base_plus_rw,
     # NFNets (Brock et al. 2021): normalizer-free, weight-standardised convolutions; DeepMind's
     # NFNet-F (TensorFlow padding, gamma-scaled GELU, skip-init) and timm's light SiLU ones.
     "dm_nfnet_f0": nfnet.dm_nfnet_f0,

@@ -223,7 +223,8 @@ class MetaFormerBlock(nn.Module):
 class MetaFormerStage(nn.Module):
     """timm's `MetaFormerStage`: with `downsample`, a norm (`downsample_norm`, if any) and a
     `downsample_kernel`-square convolution of stride 2 (`downsample_conv`: MetaFormer's 3x3,
-    padding 1; InceptionNeXt's 2x2, none), then `depth` blocks."""
+    padding 1; InceptionNeXt's 2x2, none), the norm after the convolution where not
+    `downsample_norm_first` (MambaOut's), then `depth` blocks."""
 
     depth: int
     features: int
@@ -233,14 +234,18 @@ class MetaFormerStage(nn.Module):
     drop_path_rates: tuple[float, ...]
     downsample: bool = True
     downsample_kernel: int = 3
+    downsample_norm_first: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.downsample:
-            if self.downsample_norm is not None:
-                x = self.downsample_norm(name="downsample_norm")(x)
+            norm = self.downsample_norm
+            if norm is not None and self.downsample_norm_first:
+                x = norm(name="downsample_norm")(x)
             size, pad = (self.downsample_kernel,) * 2, (self.downsample_kernel - 1) // 2
             x = self.conv(self.features, size, (2, 2), padding=pad, name="downsample_conv")(x)
+            if norm is not None and not self.downsample_norm_first:
+                x = norm(name="downsample_norm")(x)
         for j in range(self.depth):
             x = self.block(drop_path_rate=self.drop_path_rates[j], name=f"blocks_{j}")(x, train)
         return x
@@ -257,11 +262,12 @@ def stages(
     downsample_norm: ModuleDef | None,
     drop_path_rate: float,
     downsample_kernel: int = 3,
+    downsample_norm_first: bool = True,
 ) -> jax.Array:
     """A `MetaFormerStage` (`stages_{i}`) per depth, of `blocks[i]`, each but the first opened by
     a downsampling, each's output the end point `stage{i + 1}`; drop-path rates rising linearly
     over all the blocks. A function, not a module, so that the stages join the caller's scope
-    (MetaFormer's and InceptionNeXt's)."""
+    (MetaFormer's, InceptionNeXt's and MambaOut's)."""
     rates = linear_drop_path_rates(drop_path_rate, sum(depths))
     for i, (depth, features, block) in enumerate(zip(depths, dims, blocks, strict=True)):
         start = sum(depths[:i])
@@ -274,6 +280,7 @@ def stages(
             tuple(rates[start : start + depth]),
             downsample=i > 0,
             downsample_kernel=downsample_kernel,
+            downsample_norm_first=downsample_norm_first,
             name=f"stages_{i}",
         )(x, train)
         end_points[f"stage{i + 1}"] = x

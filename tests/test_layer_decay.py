@@ -3,11 +3,11 @@
 `tests/fixtures/layer_decay_timm.json` (tools/fixtures_layer_decay.py) holds, for every parameter
 of timm's vit_small_patch16_224, convnext_tiny, swin_tiny_patch4_window7_224,
 beit_base_patch16_224, maxvit_tiny_tf_224, pvt_v2_b0, tiny_vit_5m_224, cait_xxs24_224,
-levit_128s, efficientformer_l1, efficientformerv2_s0 and inception_next_atto, the learning-rate
-scale `param_groups_layer_decay` gives it at layer_decay 0.75 and whether it is decayed (BatchNorm
-statistics are no parameters of timm's). Our parameters are matched to timm's by the
-published-weights converters (`nets_weights`, their renames included), and their scales computed
-by `optim` from the networks' own depths, on the committed variable trees.
+levit_128s, efficientformer_l1, efficientformerv2_s0, inception_next_atto and mambaout_femto, the
+learning-rate scale `param_groups_layer_decay` gives it at layer_decay 0.75 and whether it is
+decayed (BatchNorm statistics are no parameters of timm's). Our parameters are matched to timm's
+by the published-weights converters (`nets_weights`, their renames included), and their scales
+computed by `optim` from the networks' own depths, on the committed variable trees.
 """
 
 import json

@@ -57,6 +57,8 @@ TINY = {
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
     # MetaFormer's stages of BatchNorm blocks (their statistics cross the checkpoints).
     "inception_next_tiny": ({"depths": (1, 2), "dims": (8, 16), "mlp_ratios": (4, 3)}, 3, 32),
+    # Gated CNN blocks in the same stages, LayerNorm downsamplings after their convolutions.
+    "mambaout_tiny": ({"depths": (1, 2), "dims": (8, 16)}, 3, 32),
     # Spatial-reduction attention (the 2x2/2 reduction), the depthwise MLP; stage norms outside.
     "pvt_v2_b0": (
         {

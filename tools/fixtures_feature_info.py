@@ -68,6 +68,8 @@ SAME_NAMES = [
     *[f"efficientvit_{s}" for s in ("b0", "b1", "b2", "b3", "l1", "l2", "l3")],
     *[f"efficientvit_m{i}" for i in range(6)],
     *[f"inception_next_{s}" for s in ("atto", "tiny", "small", "base")],
+    *[f"mambaout_{s}" for s in ("femto", "kobe", "tiny", "small", "base", "small_rw")],
+    *[f"mambaout_base_{s}_rw" for s in ("short", "tall", "wide", "plus")],
     "ghostnet_100",
     *[f"ghostnetv2_{m}" for m in (100, 130, 160)],
     "regnetx_004",

@@ -31,6 +31,7 @@ NETWORKS = [
     "efficientformer_l1",
     "efficientformerv2_s0",
     "inception_next_atto",
+    "mambaout_femto",
 ]
 LAYER_DECAY, WEIGHT_DECAY = 0.75, 0.05
 

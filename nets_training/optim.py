@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax
 import optax
 
+import nets_factory
 from nets_training.config import OptimConfig
 from nets_training.errors import UserError
 
@@ -80,13 +81,20 @@ def layer_scales(module: nn.Module, params, decay: float):
     return jax.tree.map(lambda d: decay ** (top - d), depths)
 
 
+def modules_with_depths() -> list[str]:
+    """The registry's module classes that give their parameters' depths (`layer_id`), by name."""
+    ctors = nets_factory.networks_map.values()
+    return sorted({c.func.__name__ for c in ctors if hasattr(c.func, "layer_id")})
+
+
 def scale_by_layer(module: nn.Module, decay: float) -> optax.GradientTransformation:
     """Multiplies each update by its `layer_scales`: the same as scaling each group's learning
     rate (the updates are linear in it), whatever the optimizer."""
     if not hasattr(module, "layer_id"):
         raise UserError(
             f"optim.layer_decay={decay}: {type(module).__name__} does not say its parameters' "
-            "depths; layer decay is for ViT/DeiT, ConvNeXt, Swin and MaxViT (or set layer_decay=1)"
+            f"depths; layer decay is for {', '.join(modules_with_depths())} (or set "
+            "layer_decay=1)"
         )
 
     def scale(updates, params=None):

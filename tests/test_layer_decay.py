@@ -74,8 +74,10 @@ def test_the_update_is_scaled_as_timms_learning_rate():
 
 def test_a_network_without_depths_is_one_line():
     module = nets_factory.get_network_fn("resnet18", 10).module
-    with pytest.raises(UserError, match=r"^optim.layer_decay=0.75: ResNet does not say its"):
+    with pytest.raises(UserError, match=r"^optim.layer_decay=0.75: ResNet does not say its") as e:
         optim.optimizer(OptimConfig(layer_decay=0.75), optax.constant_schedule(1.0), (), module)
+    valid = str(e.value).split("layer decay is for ")[1]  # the registry's modules that do
+    assert "VisionTransformer, " in valid and "ConvNeXt, " in valid and "ResNet," not in valid
     assert optim.optimizer(OptimConfig(), optax.constant_schedule(1.0), (), module) is not None
 
 

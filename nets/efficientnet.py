@@ -131,6 +131,22 @@ V2_L = (
 )
 
 
+def checked_layers(module: nn.Module, train: bool) -> tuple[ModuleDef, ModuleDef, ModuleDef]:
+    """`(conv, norm, layer)` of a multiplied mobile network (EfficientNet's, ReXNet's fields:
+    `width_multiplier`, `depth_multiplier`, `drop_path_rate`, `conv`, `dtype`, the BatchNorm
+    convention, `act`, `padding`), after refusing a multiplier that is not positive or a bad
+    drop path rate; `layer` is `ConvNormAct` on the other two."""
+    for field in ("width_multiplier", "depth_multiplier"):
+        if getattr(module, field) <= 0:
+            raise ValueError(f"{field} must be positive, got {getattr(module, field)}")
+    check_drop_path_rate(module.drop_path_rate)
+    conv = partial(module.conv, dtype=module.dtype)
+    convention = BatchNormConvention(momentum=module.bn_momentum, epsilon=module.bn_epsilon)
+    norm = batch_norm(convention, train, module.dtype)
+    layer = partial(ConvNormAct, conv=conv, norm=norm, act=module.act, padding=module.padding)
+    return conv, norm, layer
+
+
 class EfficientNet(nn.Module):
     """EfficientNet (V1 and V2): `stages` of MBConv or Fused-MBConv blocks, scaled by
     `width_multiplier` and `depth_multiplier`.
@@ -184,14 +200,7 @@ class EfficientNet(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        for field in ("width_multiplier", "depth_multiplier"):
-            if getattr(self, field) <= 0:
-                raise ValueError(f"{field} must be positive, got {getattr(self, field)}")
-        check_drop_path_rate(self.drop_path_rate)
-        conv = partial(self.conv, dtype=self.dtype)
-        convention = BatchNormConvention(momentum=self.bn_momentum, epsilon=self.bn_epsilon)
-        norm = batch_norm(convention, train, self.dtype)
-        layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding)
+        conv, norm, layer = checked_layers(self, train)
 
         x = layer(self.width(self.stem_filters), 3, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)

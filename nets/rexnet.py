@@ -32,21 +32,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nets.efficientnet import checked_layers
 from nets.features import deepest_per_stride
 from nets.layers import (
-    BatchNormConvention,
     Conv,
     ConvNormAct,
     ModuleDef,
     SqueezeExcite,
-    batch_norm,
     checkpointed,
     classify,
     drop_path,
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
+from nets.layers.drop_path import linear_drop_path_rates
 
 
 class BlockDef(NamedTuple):
@@ -165,14 +164,7 @@ class ReXNet(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        for field in ("width_multiplier", "depth_multiplier"):
-            if getattr(self, field) <= 0:
-                raise ValueError(f"{field} must be positive, got {getattr(self, field)}")
-        check_drop_path_rate(self.drop_path_rate)
-        conv = partial(self.conv, dtype=self.dtype)
-        convention = BatchNormConvention(momentum=self.bn_momentum, epsilon=self.bn_epsilon)
-        norm = batch_norm(convention, train, self.dtype)
-        layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding)
+        conv, norm, layer = checked_layers(self, train)
         x = layer(self._width(self.stem_filters), 3, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )

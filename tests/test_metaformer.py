@@ -177,7 +177,9 @@ def test_mlp_head_features_and_decay_on_kernels_only():
 def test_bad_fields_are_refused_in_one_line(fields, message):
     fn = nets_factory.get_network_fn("poolformerv2_s12", 10, **{**SMALL, **fields})
     with pytest.raises(ValueError, match=message):
-        jax.eval_shape(fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), float))
+        jax.eval_shape(
+            fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+        )
 
 
 @pytest.mark.slow  # compiles a gradient

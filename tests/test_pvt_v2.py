@@ -3,6 +3,8 @@ keys than queries, the smallest images, and the checks of the per-stage fields. 
 networks through the recorded sizes; tiny configurations through `jax.eval_shape` (the parity
 tests, tests/test_pretrained_pvt_v2.py, run two)."""
 
+from functools import partial
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -12,7 +14,7 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets.features import FeatureInfo
-from nets.layers import DotProductAttention
+from nets.layers import Conv, DotProductAttention
 from nets.layers.attention import pads
 from tests.test_nets_factory import runs_at
 
@@ -112,9 +114,13 @@ def test_keys_fewer_than_queries():
     assert not pads(q, k) and not pads(jnp.zeros((1, 3136, 1, 4)), jnp.zeros((1, 49, 1, 4)))
     assert pads(jnp.zeros((1, 49, 8, 4)), jnp.zeros((1, 49, 8, 4)))  # B0's last stage: padded
     # In the network: each stage's keys are its map reduced by sr ('VALID': 15 // 8 = 1 ...).
-    fn = tiny_fn()
-    images = jax.ShapeDtypeStruct((1, 60, 60, 3), jnp.float32)
-    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    assert queries_and_keys(tiny_fn(), 60) == [(225, 1), (64, 4), (16, 4), (4, 4)]
+
+
+def queries_and_keys(fn, size: int) -> list[tuple[int, int]]:
+    """Each attention's numbers of queries and keys on `size` pixels (the module itself, past
+    `NetworkFn`'s check of the size)."""
+    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
     keys = []
 
     def record(next_fun, args, kwargs, context):
@@ -123,15 +129,19 @@ def test_keys_fewer_than_queries():
         return next_fun(*args, **kwargs)
 
     with nn.intercept_methods(record):
-        jax.eval_shape(fn.apply, variables, images)
-    assert keys == [(225, 1), (64, 4), (16, 4), (4, 4)]
+        jax.eval_shape(lambda x: fn.module.init(jax.random.key(0), x, train=False), images)
+    return keys
 
 
 def test_min_image_size_is_the_reductions():
     # The first stage's 8x8/8 'VALID' reduction needs an 8x8 map: 29 px after the 7x7/4
-    # embedding; the linear variant pools any map to 7x7.
+    # embedding (one key; none at 28, where the CPU's convolution refuses the empty map and
+    # XLA's gives it); the linear variant pools any map to 7x7.
     fn = tiny_fn(is_training=True)
-    assert fn.min_image_size == 29 and runs_at(fn, 29) and not runs_at(fn, 28)
+    assert fn.min_image_size == 29 and runs_at(fn, 29)
+    xla_conv = tiny_fn(conv=partial(Conv, impl="xla"))
+    assert queries_and_keys(xla_conv, 29)[0] == (64, 1)  # an 8x8 map
+    assert queries_and_keys(xla_conv, 28)[0] == (49, 0)  # 7x7
     assert tiny_fn(sr_ratios=(2, 2, 2, 4)).min_image_size == 97  # the last stage's: 4x4 at /32
     linear = tiny_fn(name="pvt_v2_b2_li", is_training=True)
     assert linear.min_image_size == 1 and runs_at(linear, 1)

@@ -123,7 +123,9 @@ def test_layer_ids_are_timms_group_matcher():
 def test_patch_sizes_other_than_8_and_16_are_refused():
     fn = nets_factory.get_network_fn("xcit_nano_12_p16_224", 10, patch_size=4)
     with pytest.raises(ValueError, match="patch_size=4"):
-        jax.eval_shape(fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), float))
+        jax.eval_shape(
+            fn.init, jax.random.key(0), jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+        )
 
 
 @pytest.mark.slow  # compiles a small network's gradient

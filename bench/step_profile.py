@@ -33,7 +33,7 @@ import train_step  # noqa: E402
 
 # (kind, pattern over an operation's name), the first match counts.
 KINDS = (
-    ("fused attention", r"fmha|sdpa|flash|attention|cudnn.*(fprop|bprop)"),
+    ("fused attention", r"fmha|sdpa|flash|attention"),  # cuDNN's convolutions say fprop too
     ("convolution", r"conv(?!ert)|cudnn|implicit_gemm|wgrad|dgrad"),
     ("matrix product", r"gemm|xmma|cublas|cutlass|nvjet|\bdot|matmul"),
     ("reduction, norm", r"reduce|norm|softmax"),
@@ -80,10 +80,12 @@ def read_trace(trace_dir: Path) -> list[tuple[str, str, float]]:
 
 
 def self_times(thread: str, spans: list[tuple[float, float, str]]) -> list[tuple[str, str, float]]:
-    """`(thread, name, self time)` of `(start, duration, name)` spans that nest or follow."""
+    """`(thread, name, self time)` of `(start, duration, name)` spans that nest or follow. A span
+    that starts inside another but ends after it follows it: a GPU stream's kernels, whose
+    recorded times overlap by a little, never enclose each other."""
     out, open_spans = [], []  # open_spans: [end, name, self time] of the enclosing spans
     for start, duration, name in sorted(spans, key=lambda s: (s[0], -s[1])):
-        while open_spans and open_spans[-1][0] <= start:
+        while open_spans and not start < open_spans[-1][0] >= start + duration:  # not inside
             end, done, own = open_spans.pop()
             out.append((thread, done, own))
         if open_spans:

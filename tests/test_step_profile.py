@@ -40,13 +40,16 @@ def test_the_busiest_stream_is_summed_by_kind_with_each_operations_own_time(tmp_
             named("process_name", 9, "/host:CPU"),
             named("thread_name", 9, "python", 1),
             # Two steps: a gemm, cuDNN's attention, a convert fusion (no convolution), a while
-            # loop enclosing a copy (counted once: the loop's own time is what is left).
+            # loop enclosing a copy (counted once: the loop's own time is what is left), a
+            # convolution of cuDNN's (its name says fprop, as the attention's kernels do).
             span(1, 14, "sm90_xmma_gemm_bf16bf16_bf16f32", 0, 400),
             span(1, 14, "cudnn_generated_fort_native_sdpa_sm90", 400, 300),
             span(1, 14, "loop_convert_fusion", 700, 100),
             span(1, 14, "while.3", 800, 200),
             span(1, 14, "copy_transpose", 850, 150),
             span(1, 14, "sm90_xmma_gemm_bf16bf16_bf16f32", 1000, 400),
+            # recorded 1 us before the gemm ended: it follows the gemm, not inside it
+            span(1, 14, "cutlass__5x_cudnn::Kernel<cutlass_tensorop_s16816fprop_nhwc>", 1399, 100),
             span(1, 15, "memcpyH2D", 0, 50),
             span(1, 2, "fusion.1", 0, 1000),  # XLA's op view of the same kernels
             span(9, 1, "PjitFunction(step)", 0, 5000),
@@ -56,23 +59,24 @@ def test_the_busiest_stream_is_summed_by_kind_with_each_operations_own_time(tmp_
     lines = report.splitlines()
     assert lines[:4] == [
         "busy ms a step, by thread:",
-        "       0.70  /device:GPU:0 / Stream #14(compute)",
+        "       0.75  /device:GPU:0 / Stream #14(compute)",
         "       0.50  /device:GPU:0 / XLA Ops",
         "       0.03  /device:GPU:0 / Stream #15(memcpy)",
     ]
-    assert lines[4] == "by kind (/device:GPU:0 / Stream #14(compute): 0.70 ms a step):"
-    assert lines[5:10] == [
-        "       0.40 ms  57.1%  matrix product",
-        "       0.15 ms  21.4%  fused attention",
-        "       0.07 ms  10.7%  copy, layout",
-        "       0.05 ms   7.1%  elementwise fusion",
-        "       0.03 ms   3.6%  other",
+    assert lines[4] == "by kind (/device:GPU:0 / Stream #14(compute): 0.75 ms a step):"
+    assert lines[5:11] == [
+        "       0.40 ms  53.3%  matrix product",
+        "       0.15 ms  20.0%  fused attention",
+        "       0.07 ms  10.0%  copy, layout",
+        "       0.05 ms   6.7%  elementwise fusion",
+        "       0.05 ms   6.7%  convolution",
+        "       0.03 ms   3.3%  other",
     ]
-    assert lines[10:] == [
+    assert lines[11:] == [
         "costliest 3 operations:",
-        "      0.400 ms  57.1%  [matrix product] sm90_xmma_gemm_bf16bf16_bf16f32",
-        "      0.150 ms  21.4%  [fused attention] cudnn_generated_fort_native_sdpa_sm90",
-        "      0.075 ms  10.7%  [copy, layout] copy_transpose",
+        "      0.400 ms  53.3%  [matrix product] sm90_xmma_gemm_bf16bf16_bf16f32",
+        "      0.150 ms  20.0%  [fused attention] cudnn_generated_fort_native_sdpa_sm90",
+        "      0.075 ms  10.0%  [copy, layout] copy_transpose",
     ]
 
 

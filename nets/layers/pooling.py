@@ -3,8 +3,10 @@
 Padding is any form `nets.layers.padding` knows: 'SAME' (TensorFlow's), 'VALID', an int
 (PyTorch's symmetric padding), or explicit pairs; `ceil_mode` is PyTorch's.
 
-- `max_pool` pads with -inf. On CPU it runs `nets.layers.cpu.max_pool`, whose gradient XLA:CPU
-  runs fast; elsewhere XLA's own.
+- `max_pool` pads with -inf. `impl='slices'` runs `nets.layers.cpu.max_pool`, the maximum of
+  strided slices with an elementwise gradient, which XLA:CPU runs fast; `'xla'` XLA's own
+  (`reduce_window`, its gradient a `select_and_scatter`); `'auto'` the first on a CPU, the second
+  elsewhere. Both send a window's gradient to its first maximum.
 - `avg_pool` divides by the window's area (`count_include_pad=True`, PyTorch's default), or by the
   number of pixels of the window inside the input (`False`: TensorFlow's 'SAME' average pooling,
   what Slim's networks were trained with). The divisors depend on shapes alone, so numpy computes
@@ -25,6 +27,8 @@ from jax import lax
 from nets.layers import padding as pad
 from nets.layers.cpu import max_pool as cpu_max_pool
 
+MAX_POOL_IMPLS = ("auto", "slices", "xla")
+
 
 def max_pool(
     x: jax.Array,
@@ -32,11 +36,15 @@ def max_pool(
     strides: int | Sequence[int] | None = None,
     padding: pad.PaddingLike = "VALID",
     ceil_mode: bool = False,
+    impl: str = "auto",
 ) -> jax.Array:
-    """`flax.linen.max_pool` for `[batch, height, width, channels]`, same arguments and result."""
+    """`flax.linen.max_pool` for `[batch, height, width, channels]`, same arguments and result;
+    `impl`: 'auto', 'slices' or 'xla' (above)."""
+    if impl not in MAX_POOL_IMPLS:
+        raise ValueError(f"max_pool: impl={impl!r}; valid: {', '.join(MAX_POOL_IMPLS)}")
     window, strides = _window(x, window_shape, strides)
     pads = pad.pads(padding, x.shape[1:3], window, strides, ceil_mode)
-    if jax.default_backend() == "cpu":
+    if impl == "slices" or (impl == "auto" and jax.default_backend() == "cpu"):
         return cpu_max_pool.max_pool(x, window, strides, pads)
     return nn.max_pool(x, window, strides, pads)
 

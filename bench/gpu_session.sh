@@ -7,16 +7,17 @@
 #     PARTS=h BUDGET=200 bash bench/gpu_session.sh     # then remat, if time is left
 #     PARTS=acef IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
-# a. ResNet-50's step at BATCHES (issue 32, item 3; "384 512": 256 was measured on 2026-11-27),
-#    with its compile time
+# a. the steps with their compile times: ViT-S/16's at BATCH (issue 32, item 2: GELU in erf's
+#    form since 2026-11-27), ResNet-50's at BATCHES (item 3; "384 512": 256 was measured on
+#    2026-11-27)
 # b. train.py's start-up and loop against its step from a cold cache (issue 30, items 1-2):
 #    gpu_feed.sh's part 1 (measured on 2026-11-27)
 # c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with XLA's
 #    attention and cuDNN's, ResNet-50 with XLA's autotuning off, ViT-S/16 with cuDNN's LayerNorm
 # d. where ResNet-50's and ViT-S/16's steps spend their time: jax.profiler, by kind, the costliest
 #    operations with the JAX operations they compute (measured on 2026-11-27)
-# i. ResNet-50's memory-bound layers alone (max pooling, BatchNorm), two implementations each
-#    (measured on 2026-11-27)
+# i. the layers without a matrix product alone (max pooling, BatchNorm, GELU), two or more ways
+#    each (max pooling and BatchNorm measured on 2026-11-27)
 # e. attention, XLA's against 'auto' (item 1): ViT's padded fused kernel, Swin's windows with a
 #    bias (XLA's under 'auto' since 2026-11-27's figures)
 # f. the GPU table beside PyTorch's, ResNet-20 only (item 4; the other rows take minutes)
@@ -63,7 +64,10 @@ ours() {  # ours NETWORK BATCH: gpu_table.py's figure for our step alone, as one
     python3 bench/gpu_table.py --measure ours --rows "$1" --batch "$2" --size 224 2>&1 |
         grep -E "^RESULT|Error" | tail -1
 }
-resnet50_batches() { for b in $BATCHES; do echo "batch $b: $(ours resnet50 $b)"; done; }
+steps() {  # ViT-S/16's step first (GELU's erf form, new since the last figure), then ResNet-50's
+    echo "vit_small_patch16_224, batch $BATCH: $(ours vit_small_patch16_224 $BATCH)"
+    for b in $BATCHES; do echo "resnet50, batch $b: $(ours resnet50 $b)"; done
+}
 xla_flags() {  # each line: the flags, then our step's img/s and compile seconds
     local flags attention
     for attention in xla auto; do  # does cuDNN's attention cost the compile's minute?
@@ -87,13 +91,13 @@ profiles() {  # each network's profile; the trace stays in a temporary folder
     done
 }
 
-export -f ours resnet50_batches xla_flags cached profiles
+export -f ours steps xla_flags cached profiles
 export BATCH BATCHES IMAGES CACHE
 echo "== $(nproc) CPUs; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__version__, jax.devices())'
-part a $((130 * $(wc -w <<<"$BATCHES"))) "ResNet-50 at batch $BATCHES" "cached resnet50_batches"
+part a $((130 * (1 + $(wc -w <<<"$BATCHES")))) "ViT-S/16's step, ResNet-50's at $BATCHES" "cached steps"
 part d 240 "the profiles of ResNet-50's and ViT-S/16's steps" profiles
-part i 60 "ResNet-50's memory-bound layers alone" "python3 bench/memory_bound_layers.py --images $BATCH"
+part i 60 "max pooling, BatchNorm and GELU alone" "python3 bench/elementwise_layers.py --images $BATCH"
 part b 200 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"
 part c 300 "compiles: attention, autotuning, cuDNN's LayerNorm" xla_flags  # cold: no cache
 part e 60 "attention: XLA's against 'auto'" "cached python3 bench/attention_speed.py --images $IMAGES"

@@ -38,7 +38,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, global_avg_pool
+from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, gelu, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.padding import smallest_input
@@ -99,7 +99,7 @@ class ConvNeXtBlock(nn.Module):
         y = nn.LayerNorm(epsilon=self.norm_epsilon, dtype=self.dtype, name="norm")(y)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         y = dense(self.mlp_ratio * self.features, name="fc1")(y)
-        y = nn.gelu(y, approximate=False)
+        y = gelu(y)
         if self.grn:
             y = GlobalResponseNorm(dtype=self.dtype, name="grn")(y)
         y = dense(self.features, name="fc2")(y)

@@ -55,6 +55,7 @@ from nets.layers import (
     checkpointed,
     classify_distilled,
     drop_path,
+    gelu,
 )
 from nets.layers.attention import BiasedProduct
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
@@ -102,7 +103,7 @@ class ConvMlpWithNorm(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         y = self.norm(name="norm1")(dense(self.hidden, name="fc1")(x))
-        y = nn.gelu(y, approximate=False)
+        y = gelu(y)
         return self.norm(name="norm2")(dense(x.shape[-1], name="fc2")(y))
 
 

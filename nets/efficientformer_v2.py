@@ -54,13 +54,13 @@ from nets.layers import (
     checkpointed,
     classify_distilled,
     drop_path,
+    gelu,
 )
 from nets.layers.attention import BiasedProduct
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.tiny_vit import attention_bias_index
 
 _INIT = nn.initializers.truncated_normal(0.02)
-gelu = partial(nn.gelu, approximate=False)  # torch.nn.GELU's default
 
 
 def over_heads(dense: nn.Module, x: jax.Array) -> jax.Array:

@@ -56,6 +56,7 @@ from nets.layers import (
     batch_norm,
     classify,
     drop_path,
+    gelu,
     global_avg_pool,
     make_divisible,
 )
@@ -68,7 +69,6 @@ Mixer = Literal["repmixer", "attention"]
 AttentionNorm = Literal["batch_norm", "layer_norm"]
 
 _INIT = nn.initializers.truncated_normal(0.02)  # timm's init of the Linears and the MLP's convs
-GELU = partial(nn.gelu, approximate=False)
 HEAD_DIM = 32  # the attention's channels per head
 LAYER_NORM_EPSILON = 1e-5  # MCi3/4's LayerNorm2d
 
@@ -95,7 +95,7 @@ class RepBlock(nn.Module):
     identity: bool = True
     se_ratio: float = 0.0  # 0: no gate
     se_divisor: int = 1
-    act: Callable | None = GELU
+    act: Callable | None = gelu
     deploy: bool = False
 
     @nn.compact
@@ -145,7 +145,7 @@ class PatchEmbed(nn.Module):
             identity=False,
             se_ratio=0.25 if self.se else 0.0,
             se_divisor=8,
-            act=GELU if self.act else None,
+            act=gelu if self.act else None,
             name="proj_0",
         )(x)
         return self.block(self.features, mobile_one(1), name="proj_1")(x)
@@ -221,7 +221,7 @@ class ConvMlp(nn.Module):
         x = conv(x)
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         dropout = nn.Dropout(self.dropout_rate, deterministic=not train)
-        x = dropout(GELU(dense(self.hidden, name="fc1")(x)))
+        x = dropout(gelu(dense(self.hidden, name="fc1")(x)))
         return dropout(dense(width, name="fc2")(x))
 
 

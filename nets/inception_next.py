@@ -30,7 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, global_avg_pool
+from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, gelu, global_avg_pool
 from nets.layers.drop_path import check_drop_path_rate
 from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.norm import TORCH, batch_norm
@@ -173,7 +173,7 @@ class InceptionNeXt(nn.Module):
 
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         x = dense(int(self.head_mlp_ratio * self.dims[-1]), name="head_fc1")(global_avg_pool(x))
-        x = nn.gelu(x, approximate=False)
+        x = gelu(x)
         x = nn.LayerNorm(EPSILON, dtype=self.dtype, name="head_norm")(x)
         return classify(
             x,

@@ -44,6 +44,7 @@ from nets.layers import (
     checkpointed,
     classify,
     drop_path,
+    gelu,
     global_avg_pool,
 )
 from nets.layers.drop_path import check_drop_path_rate
@@ -54,7 +55,7 @@ from nets.metaformer import EPSILON, stages
 Activation = Literal["gelu", "silu"]
 
 _INIT = nn.initializers.truncated_normal(0.02)  # timm's init of every Conv2d and Linear
-_ACTIVATIONS = {"gelu": partial(nn.gelu, approximate=False), "silu": nn.silu}
+_ACTIVATIONS = {"gelu": gelu, "silu": nn.silu}
 
 
 class GatedConvBlock(nn.Module):
@@ -185,7 +186,7 @@ class MambaOut(nn.Module):
         x = norm(name="head_norm")(global_avg_pool(x))
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)
         x = dense(int(self.head_mlp_ratio * self.dims[-1]), name="head_pre_logits_fc")(x)
-        x = nn.gelu(x, approximate=False)
+        x = gelu(x)
         if self.head_hidden_norm:
             x = norm(name="head_pre_logits_norm")(x)
         return classify(

@@ -60,6 +60,7 @@ from nets.layers import (
     checkpointed,
     classify,
     drop_path,
+    gelu,
     global_avg_pool,
 )
 from nets.layers.attention import Implementation
@@ -128,11 +129,7 @@ class Mlp(nn.Module):
         width = x.shape[-1]
         dense = partial(nn.Dense, use_bias=self.use_bias, dtype=self.dtype, kernel_init=_INIT)
         x = dense(int(self.ratio * width), name="fc1")(x)
-        x = (
-            StarReLU(name="act")(x)
-            if self.activation == "star_relu"
-            else nn.gelu(x, approximate=False)
-        )
+        x = StarReLU(name="act")(x) if self.activation == "star_relu" else gelu(x)
         return dense(width, name="fc2")(x)
 
 

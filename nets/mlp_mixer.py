@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.eva import SwiGLU
-from nets.layers import Conv, LayerScale, ModuleDef, checkpointed, classify, drop_path
+from nets.layers import Conv, LayerScale, ModuleDef, checkpointed, classify, drop_path, gelu
 from nets.layers.drop_path import check_drop_path_rate
 from nets.vit import LAYER_NORM_EPSILON, Mlp, VisionTransformer, grid_size, patchify
 
@@ -151,7 +151,7 @@ class GatedMlp(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         width = x.shape[-1]
-        x = nn.gelu(nn.Dense(self.hidden, dtype=self.dtype, name="fc1")(x), approximate=False)
+        x = gelu(nn.Dense(self.hidden, dtype=self.dtype, name="fc1")(x))
         x = SpatialGatingUnit(self.dtype, name="gate")(x)
         return nn.Dense(width, dtype=self.dtype, name="fc2")(x)
 

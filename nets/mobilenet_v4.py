@@ -67,6 +67,7 @@ from nets.layers import (
     ModuleDef,
     batch_norm,
     classify,
+    gelu,
     global_avg_pool,
     make_divisible,
 )
@@ -470,5 +471,5 @@ mobilenetv4_hybrid_large = partial(
     stem_filters=24,
     default_image_size=384,
     layer_scale_init_value=1e-5,
-    act=partial(nn.gelu, approximate=False),
+    act=gelu,
 )

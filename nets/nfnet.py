@@ -52,6 +52,7 @@ from nets.layers import (
     checkpointed,
     classify,
     drop_path,
+    gelu,
     global_avg_pool,
     make_divisible,
 )
@@ -62,7 +63,7 @@ from nets.resnet import EfficientChannelAttention
 # DeepMind's gains that give each activation of a unit Gaussian unit variance (their
 # `nfnets/base.py`, timm's `_nonlin_gamma`).
 GAMMA = {"gelu": 1.7015043497085571, "silu": 1.7881293296813965}
-ACTIVATIONS = {"gelu": partial(nn.gelu, approximate=False), "silu": nn.silu}
+ACTIVATIONS = {"gelu": gelu, "silu": nn.silu}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,14 +45,13 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    gelu,
     global_avg_pool,
     make_divisible,
 )
 from nets.layers.padding import pair
 from nets.layers.reparam import add_centred, fuse_conv_bn, identity_kernel
 from nets.levit import Stem, distilled_heads
-
-gelu = partial(jax.nn.gelu, approximate=False)  # torch's nn.GELU: the exact one
 
 
 class TokenMixer(nn.Module):

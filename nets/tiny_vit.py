@@ -65,6 +65,7 @@ from nets.layers import (
     checkpointed,
     classify,
     drop_path,
+    gelu,
     global_avg_pool,
 )
 from nets.layers.attention import Implementation
@@ -76,7 +77,6 @@ from nets.vit import Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, timm's TinyViT's
 _INIT = nn.initializers.truncated_normal(0.02)
-gelu = partial(nn.gelu, approximate=False)  # torch.nn.GELU's default
 
 
 def attention_bias_index(window: int | tuple[int, int], stride: int = 1) -> np.ndarray:

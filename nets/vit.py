@@ -52,6 +52,7 @@ from nets.layers import (
     classify,
     classify_distilled,
     drop_path,
+    gelu,
 )
 from nets.layers.attention import Implementation
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
@@ -108,7 +109,7 @@ def quick_gelu(x: jax.Array) -> jax.Array:
 # trained with (`nets.maxvit`); 'silu' MobileViT's Transformer blocks (`nets.mobilevit`).
 Activation = Literal["gelu", "quick_gelu", "gelu_tanh", "silu"]
 ACTIVATIONS = {
-    "gelu": partial(nn.gelu, approximate=False),
+    "gelu": gelu,
     "quick_gelu": quick_gelu,
     "gelu_tanh": partial(nn.gelu, approximate=True),
     "silu": nn.silu,

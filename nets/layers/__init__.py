@@ -15,6 +15,7 @@
   linear rule of rates per block, and their check).
 - `checkpointed`: a block recomputed in the backward pass when a network's `remat` is set.
 - `LayerScale`: a learnt per-channel scale of a residual branch (ViT's, MobileNetV4's).
+- `gelu`: the exact GELU as PyTorch computes it (erf's form, cheaper than `jax.nn.gelu`'s erfc).
 - `nets.layers.reparam`: structural reparameterization's branches and their fusion (RepVGG's,
   FastViT's MobileOne blocks).
 """
@@ -25,6 +26,7 @@ from nets.layers.classifier import EndPoints, classify, classify_distilled, full
 from nets.layers.conv import Conv, ModuleDef
 from nets.layers.conv_norm_act import ConvNormAct
 from nets.layers.drop_path import drop_path
+from nets.layers.gelu import gelu
 from nets.layers.inverted_residual import (
     FusedMBConv,
     InvertedResidual,
@@ -68,6 +70,7 @@ __all__ = [
     "classify",
     "classify_distilled",
     "drop_path",
+    "gelu",
     "fully_connected_head",
     "global_avg_pool",
     "make_divisible",

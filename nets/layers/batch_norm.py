@@ -13,7 +13,7 @@ running statistics are bit-identical; gradients agree to rounding. The backward 
 input as it came (bfloat16 under mixed precision) rather than its float32 copy: ResNet-50's
 `jax.vjp` residuals at batch 16 fall from 165 to 137 MiB. A jitted step compiles to the same
 temporaries on XLA:CPU, which drops the copy itself; on an H200, BatchNorm, shortcut and ReLU
-over a [256, 56, 56, 256] map alone ran 1.08x faster (`bench/memory_bound_layers.py`).
+over a [256, 56, 56, 256] map alone ran 1.08x faster (`bench/elementwise_layers.py`).
 
 It is written in `lax`'s primitives, in training, evaluation and initialisation alike: each
 `jax.numpy` call is a nested trace of its own, and flax's BatchNorm through them was a third of the

@@ -1,27 +1,30 @@
-"""ResNet-50's memory-bound layers alone, forward and backward, two implementations of each.
+"""The layers without a matrix product that bound a train step, alone, forward and backward:
+ResNet-50's max pooling and BatchNorms, ViT's GELU, two or three implementations of each.
 
-    python bench/memory_bound_layers.py              # a GPU: ResNet-50's shapes at batch 256
-    python bench/memory_bound_layers.py --images 2   # a dry run on a CPU
+    python bench/elementwise_layers.py              # a GPU: the networks' shapes at batch 256
+    python bench/elementwise_layers.py --images 2   # a dry run on a CPU
 
 On an H200, half of ResNet-50's train step is layers that move memory more than they compute
-(BatchNorm, ReLU, the residual sums, max pooling: `bench/step_profile.py resnet50`), and the
-costliest single one is max pooling's gradient, XLA's `select_and_scatter`. Each case here runs
-what a train step runs for the layer, bfloat16, jitted: the output and the gradients of
-`<output, cotangent>`; it prints milliseconds a call (median of `--calls`, each waited for), the
-bandwidth that is for the least traffic the layer needs (every input, output, cotangent and
-gradient moved once), and how far the other implementations' results are from the first's.
+(BatchNorm, ReLU, the residual sums, max pooling: `bench/step_profile.py resnet50`), the costliest
+single one max pooling's gradient, XLA's `select_and_scatter`; ViT-S/16's costliest operation is
+its MLPs' GELU. Each case runs what a train step runs for the layer, bfloat16, jitted: the output
+and the gradients of `<output, cotangent>`; it prints milliseconds a call (median of `--calls`,
+each waited for), the bandwidth that is for the least traffic the layer needs (every input,
+output, cotangent and gradient moved once), and how far the other implementations' results are
+from the first's.
 """
 
 import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import BatchNorm, max_pool
+from nets.layers import BatchNorm, gelu, max_pool
 
 
 def pool(impl: str) -> Callable:
@@ -50,7 +53,7 @@ def norm_params(n: int) -> dict:
     return {"scale": jnp.linspace(0.5, 1.5, n), "bias": jnp.linspace(-0.1, 0.1, n)}
 
 
-# (label, input shapes at n images; the BatchNorms' parameters first, {implementation: layer})
+# (label, input shapes at n images, the BatchNorms' parameters' width, {implementation: layer})
 CASES = (
     (
         "max pool 3x3/2, the stem's [n, 112, 112, 64]",
@@ -77,6 +80,12 @@ CASES = (
             "ours, f32 copy": float32_copy(batch_norm(BatchNorm, True)),
             "ours": batch_norm(BatchNorm, True),
         },
+    ),
+    (
+        "GELU, exact: ViT-S/16's MLP [n, 197, 1536]",
+        lambda n: [(n, 197, 1536)],
+        None,
+        {"jax.nn.gelu": partial(jax.nn.gelu, approximate=False), "ours": gelu},
     ),
 )
 

@@ -3,7 +3,7 @@
 `jax.nn.gelu(x, approximate=False)` (and flax's) is the same function written with erfc,
 `x / 2 * erfc(-x / sqrt(2))`, which XLA expands into erf's and erfc's approximations both, one
 selected per element, in the backward pass again: on an H200, ViT-S/16's train step spent 3.1 ms
-of its 25 ms of kernels in the MLPs' forward GELU alone, about 3x what moving its bytes takes.
+of its 28.5 in the MLPs' forward GELU alone, about 3x what moving its bytes takes.
 With erf, forward and backward over ViT-S/16's MLP activations in bfloat16 run 2.2x faster on 2
 CPU cores (`bench/elementwise_layers.py`), its train step 1.04x.
 

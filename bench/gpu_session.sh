@@ -104,6 +104,6 @@ part e 60 "attention: XLA's against 'auto'" "cached python3 bench/attention_spee
 part f 150 "the GPU table, ResNet-20" "cached python3 bench/gpu_table.py --rows resnet20"
 part g 270 "the fast tier on the GPU" \
     "XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q \
-     -p no:cacheprovider -p no:benchmark -rfEs"  # pytest-benchmark's warning is an error here
+     -p no:cacheprovider -rfEs"
 part h 150 "remat's memory and time on the GPU" \
     "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 --time 10"

@@ -25,6 +25,8 @@
 #    time limit with a summary
 # h. what remat=True saves on the GPU: ViT-B/16 and ResNet-50, memory and step time (not asked
 #    by an issue)
+# p. load_pretrained's tests of the slow tier on the GPU (item 5: does parity hold there at full
+#    precision?), stopped at its time limit with a summary
 #
 # Compiling on the H200s lent on 2026-11-27 took far longer than the 13-14 s seen on 2026-11-26
 # (XLA's autotuner warning `Delay kernel timed out` throughout): ResNet-50's train step 85-102 s,
@@ -105,5 +107,8 @@ part f 150 "the GPU table, ResNet-20" "cached python3 bench/gpu_table.py --rows 
 part g 270 "the fast tier on the GPU" \
     "XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q \
      -p no:cacheprovider -rfEs"
+part p 270 "load_pretrained's slow tests on the GPU" \
+    "XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 JAX_PLATFORMS=cuda python3 -m pytest -m slow -n 8 -q \
+     -p no:cacheprovider -rfEs tests/test_pretrained*.py"
 part h 150 "remat's memory and time on the GPU" \
     "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 --time 10"

@@ -8,8 +8,8 @@
 #     PARTS=acef IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. the steps with their compile times: ViT-S/16's at BATCH (issue 32, item 2: GELU in erf's
-#    form since 2026-11-27), ResNet-50's at BATCHES (item 3; "384 512": 256 was measured on
-#    2026-11-27)
+#    form and the patch embedding as one matrix product since 2026-11-27), ResNet-50's at BATCHES
+#    (item 3; "384 512": 256 was measured on 2026-11-27)
 # b. train.py's start-up and loop against its step from a cold cache (issue 30, items 1-2):
 #    gpu_feed.sh's part 1 (measured on 2026-11-27)
 # c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with XLA's
@@ -66,7 +66,7 @@ ours() {  # ours NETWORK BATCH: gpu_table.py's figure for our step alone, as one
     python3 bench/gpu_table.py --measure ours --rows "$1" --batch "$2" --size 224 2>&1 |
         grep -E "^RESULT|Error" | tail -1
 }
-steps() {  # ViT-S/16's step first (GELU's erf form, new since the last figure), then ResNet-50's
+steps() {  # ViT-S/16's step first (GELU, patch embedding: new since its figure), then ResNet-50's
     echo "vit_small_patch16_224, batch $BATCH: $(ours vit_small_patch16_224 $BATCH)"
     for b in $BATCHES; do echo "resnet50, batch $b: $(ours resnet50 $b)"; done
 }

@@ -212,6 +212,37 @@ def test_impl_is_checked_and_auto_takes_the_cpu_path_on_cpu():
     assert "custom_vjp_call" not in jaxpr
 
 
+@pytest.mark.parametrize(
+    "shape, kernel, padding",
+    [
+        ((2, 35, 35, 3), (16, 16), "VALID"),  # a ViT's embedding, a remainder left out
+        ((2, 16, 24, 3), (4, 2), "SAME"),  # SAME that pads nothing; patches not square
+        ((2, 8, 8, 4), (2, 2), 0),  # PyTorch's padding=0
+    ],
+)
+def test_non_overlapping_patches_are_one_matrix_product(shape, kernel, padding):
+    """An image's patches (4 channels at most) take `patch_conv` on every backend: one
+    `dot_general`, no convolution, equal to XLA's convolution to rounding, gradients too."""
+    x = jax.random.normal(jax.random.key(0), shape)
+    ours, xla = (Conv(8, kernel, kernel, padding=padding, impl=i) for i in ("auto", "xla"))
+    variables = xla.init(jax.random.key(1), x)
+    jaxpr = str(jax.make_jaxpr(ours.apply)(variables, x))
+    assert "dot_general" in jaxpr and "conv_general_dilated" not in jaxpr
+
+    def loss(module):
+        return jax.grad(lambda v, x: (module.apply(v, x) ** 2).sum(), argnums=(0, 1))
+
+    for a, b in zip(
+        jax.tree.leaves((ours.apply(variables, x), loss(ours)(variables, x))),
+        jax.tree.leaves((xla.apply(variables, x), loss(xla)(variables, x))),
+        strict=True,
+    ):
+        assert a.shape == b.shape and relative_error(a, b) <= 1e-6
+    if padding == "VALID":  # a map under one patch: no empty map, as XLA's would give
+        with pytest.raises(ValueError, match=f"a 1x{shape[2]} map holds no whole {kernel[0]}x"):
+            ours.init(jax.random.key(1), x[:, :1])
+
+
 def test_conv2d_refuses_negative_padding():
     with pytest.raises(ValueError, match="non-negative"):
         conv_cpu.conv2d(jnp.ones((1, 4, 4, 1)), jnp.ones((3, 3, 1, 1)), (1, 1), ((-1, 0), (0, 0)))

@@ -6,6 +6,15 @@ implementation ran. On CPU it runs `nets.layers.cpu.conv.conv2d`, a convolution 
 gradient that avoids XLA:CPU's slow paths (7x faster ResNet-18 training at 64 px:
 docs/performance.md).
 
+A convolution over non-overlapping patches (strides equal to the kernel, unpadded: ViT's patch
+embedding, Swin's and ConvNeXt's stems and downsampling) is one matrix product over the patches
+(`patch_conv`). On 2 CPU cores, forward and both gradients of ViT-S/16's embedding of 16 images
+at 224 px took 823 ms in `conv2d` (its few-channel filter gradient is made for 3x3 kernels),
+232 ms in XLA's, 25 ms so; ConvNeXt's 2x2 downsampling of 96 channels 1.4x faster than `conv2d`.
+On a GPU it takes the images' stems (at most 4 input channels) only: cuDNN ran ViT-S/16's as an
+implicit GEMM over 3 channels in 0.82 ms of the H200's 28.5 ms step, 20x its arithmetic at the
+card's rate; cuDNN's own kernels keep the wide downsampling convolutions.
+
 `WeightStandardization` is a `Conv.kernel_transform` (timm's `StdConv2d`, BiT's convolutions);
 `standardize` is its arithmetic, which NFNet's scaled version shares.
 """
@@ -34,11 +43,13 @@ class Conv(nn.Module):
     `[kh, kw, in_features // feature_group_count, features]`.
 
     `impl` picks the implementation: `'xla'` is `lax.conv_general_dilated`, exactly what
-    `flax.linen.Conv` runs; `'cpu_fast'` is `nets.layers.cpu.conv.conv2d`; `'auto'` takes
-    `'cpu_fast'` when JAX's default backend is CPU and `'xla'` otherwise (on GPU/TPU XLA's own
-    convolutions go to cuDNN or the TPU's convolution units; the fast CPU path has not been
-    measured there). Dilated convolutions always take `'xla'`. To force a path for a whole
-    network, inject it: `get_network_fn('resnet18', 10, conv=partial(Conv, impl='xla'))`.
+    `flax.linen.Conv` runs; `'cpu_fast'` is `nets.layers.cpu.conv.conv2d`, or `patch_conv` over
+    non-overlapping patches; `'auto'` takes `'cpu_fast'` when JAX's default backend is CPU and
+    `'xla'` otherwise (on GPU/TPU XLA's own convolutions go to cuDNN or the TPU's convolution
+    units; the fast CPU path has not been measured there), but `patch_conv` for an image's
+    patches (at most 4 input channels). Dilated convolutions always take `'xla'`. To force a
+    path for a whole network, inject it: `get_network_fn('resnet18', 10, conv=partial(Conv,
+    impl='xla'))`.
     """
 
     features: int
@@ -90,7 +101,16 @@ class Conv(nn.Module):
         padding = pad.pads(self.padding, inputs.shape[1:3], extent, strides)
         # Dilated or cropping (negative padding) convolutions are rare: XLA's own runs them.
         plain = input_dilation == kernel_dilation == (1, 1) and min(sum(padding, ())) >= 0
-        if self._resolved_impl() == "cpu_fast" and plain:
+        patches = (
+            plain
+            and kernel_size == strides != (1, 1)
+            and padding == ((0, 0), (0, 0))
+            and self.feature_group_count == 1
+        )
+        impl = self._resolved_impl()
+        if patches and (impl == "cpu_fast" or (impl == "auto" and in_features <= 4)):
+            y = patch_conv(inputs, kernel, self.precision)
+        elif impl == "cpu_fast" and plain:
             y = cpu_conv.conv2d(
                 inputs, kernel, strides, padding, self.feature_group_count, self.precision
             )
@@ -111,11 +131,32 @@ class Conv(nn.Module):
         return y
 
     def _resolved_impl(self) -> str:
+        """'cpu_fast', 'xla', or 'auto' off the CPU (where 'auto' is 'cpu_fast')."""
         if self.impl not in ("auto", "xla", "cpu_fast"):
             raise ValueError(f"Conv.impl must be 'auto', 'xla' or 'cpu_fast', got {self.impl!r}")
-        if self.impl == "auto":
-            return "cpu_fast" if jax.default_backend() == "cpu" else "xla"
+        if self.impl == "auto" and jax.default_backend() == "cpu":
+            return "cpu_fast"
         return self.impl
+
+
+def patch_conv(x: jax.Array, kernel: jax.Array, precision: lax.PrecisionLike = None) -> jax.Array:
+    """A convolution whose strides are its kernel's size, unpadded (a ViT's patch embedding), as
+    one matrix product: each output pixel's patch, `[kh * kw * in]` in the kernel's HWI order,
+    times the kernel as `[kh * kw * in, out]`. Rows and columns past the last whole patch are
+    left out, as 'VALID' does; a map smaller than one patch is refused (no empty output)."""
+    n, h, w, c = x.shape
+    kh, kw, _, out = kernel.shape
+    ho, wo = h // kh, w // kw
+    if not ho or not wo:
+        raise ValueError(f"Conv: a {h}x{w} map holds no whole {kh}x{kw} patch")
+    x = x[:, : ho * kh, : wo * kw].reshape(n, ho, kh, wo, kw, c).transpose(0, 1, 3, 2, 4, 5)
+    y = lax.dot_general(
+        x.reshape(n, ho, wo, kh * kw * c),
+        kernel.reshape(kh * kw * c, out),
+        (((3,), (0,)), ((), ())),
+        precision=precision,
+    )
+    return y
 
 
 def _lax_padding(padding: pad.PaddingLike, pads: pad.Pads) -> str | pad.Pads:

@@ -131,7 +131,8 @@ class Conv(nn.Module):
         return y
 
     def _resolved_impl(self) -> str:
-        """'cpu_fast', 'xla', or 'auto' off the CPU (where 'auto' is 'cpu_fast')."""
+        """`impl`, checked; 'auto' is 'cpu_fast' on the CPU and stays 'auto' elsewhere (XLA's
+        convolution, but an image's patches)."""
         if self.impl not in ("auto", "xla", "cpu_fast"):
             raise ValueError(f"Conv.impl must be 'auto', 'xla' or 'cpu_fast', got {self.impl!r}")
         if self.impl == "auto" and jax.default_backend() == "cpu":
@@ -150,13 +151,12 @@ def patch_conv(x: jax.Array, kernel: jax.Array, precision: lax.PrecisionLike = N
     if not ho or not wo:
         raise ValueError(f"Conv: a {h}x{w} map holds no whole {kh}x{kw} patch")
     x = x[:, : ho * kh, : wo * kw].reshape(n, ho, kh, wo, kw, c).transpose(0, 1, 3, 2, 4, 5)
-    y = lax.dot_general(
+    return lax.dot_general(
         x.reshape(n, ho, wo, kh * kw * c),
         kernel.reshape(kh * kw * c, out),
         (((3,), (0,)), ((), ())),
         precision=precision,
     )
-    return y
 
 
 def _lax_padding(padding: pad.PaddingLike, pads: pad.Pads) -> str | pad.Pads:

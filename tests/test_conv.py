@@ -121,8 +121,8 @@ def test_filter_gradient_without_room_for_patches_matches_xla(case, monkeypatch)
     [
         (120, (3, 3), (1, 1), ((1, 1), (1, 1))),  # 12 padded rows x 10 outputs: 1 image a chunk
         (240, (3, 3), (1, 1), ((1, 1), (1, 1))),  # 2 images a chunk, the fifth by itself
-        (55, (3, 3), (2, 2), ((0, 1), (0, 1))),  # stride 2: `dy` spread over every other row
-        (1000, (2, 3), (2, 1), ((1, 0), (2, 1))),  # uneven kernel, strides and padding; 1 chunk
+        (55, (3, 3), (1, 1), ((0, 1), (0, 1))),  # uneven padding, chunks across images
+        (1000, (2, 3), (1, 1), ((1, 0), (2, 1))),  # uneven kernel and padding; 1 chunk
     ],
 )
 @pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16])
@@ -149,7 +149,8 @@ def test_chunked_filter_gradient_matches_xla(
         return ours, jax.vjp(lambda w_: reference_conv(x, w_, strides, padding), w)[1](dy)[0]
 
     assert conv_cpu._method(x.shape, w.shape, strides, padding, 1) == "xla"
-    assert conv_cpu._chunked_pays(x.shape, w.shape, dy.shape)
+    assert conv_cpu._chunked_pays(x.shape, w.shape, dy.shape, strides)
+    assert not conv_cpu._chunked_pays(x.shape, w.shape, dy.shape, (2, 2))  # strided: rows, XLA's
     assert relative_error(*both(w)) <= (1e-5 if dtype == np.float32 else 2e-2)
 
 

@@ -22,8 +22,8 @@ writes the rest as matrix products, which XLA:CPU runs well:
   ReLU, residual sums) inside the transposes: up to 340 ms for one 1x1 convolution of a
   ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 keep XLA's own, which
   is faster there; so does anything above 256 MB of patches.
-- the filter gradient of few-channel convolutions (CIFAR ResNets: at most 64 input channels)
-  whose whole-batch patches would exceed 8 MB: one product `rows^T @ shifted` of two 3x
+- the filter gradient of few-channel, unstrided convolutions (CIFAR ResNets: at most 64 input
+  channels) whose whole-batch patches would exceed 8 MB: one product `rows^T @ shifted` of two 3x
   operands instead of 9x patches. `rows` holds the kernel's horizontal taps of the input side by
   side (as above); `shifted` holds `dy` shifted down by each kernel row. Block `(dj, di)` of the
   `[kw * in, kh * out]` product is kernel tap `(di, dj)`. It runs over chunks of images (a
@@ -261,7 +261,7 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     if method == "patches":  # tiny outputs: the forward's im2col patches are small
         patches = _patches(x, kh, kw, strides, padding, (ho, wo))
         return _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,))).reshape(w_shape)
-    if method == "xla" and _chunked_pays(x.shape, w_shape, dy.shape):
+    if method == "xla" and _chunked_pays(x.shape, w_shape, dy.shape, strides):
         return _shifted_filter_grad(x, dy, w_shape, strides, padding, precision)
     if groups == 1 and large_map and _row_patches_fit(x.shape, w_shape, padding, wo):
         # One patches^T @ dy product per kernel row. XLA:CPU's own filter gradient transposes
@@ -288,12 +288,18 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     return vjp(dy)[0]
 
 
-def _chunked_pays(x_shape, w_shape, dy_shape) -> bool:
-    """Whether `_shifted_filter_grad` is measured faster than the alternatives (see above)."""
+def _chunked_pays(x_shape, w_shape, dy_shape, strides) -> bool:
+    """Whether `_shifted_filter_grad` is measured faster than the alternatives (see above): not
+    for strided convolutions, whose row patches or XLA's own ran 1.9-6x faster (the stems' 7x7/2,
+    3x3/2 and 7x7/4 of 3 channels, a 3x3/2 of 64)."""
     kh, kw, c, _ = w_shape
     n, ho, wo, _ = dy_shape
     patch_elements = n * ho * wo * kh * kw * c
-    return c <= _CHUNKED_MAX_IN_FEATURES and patch_elements >= _CHUNKED_MIN_PATCH_ELEMENTS
+    return (
+        strides == (1, 1)
+        and c <= _CHUNKED_MAX_IN_FEATURES
+        and patch_elements >= _CHUNKED_MIN_PATCH_ELEMENTS
+    )
 
 
 def _shifted_filter_grad(x, dy, w_shape, strides, padding, precision):

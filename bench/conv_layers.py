@@ -33,6 +33,8 @@ SHAPES = {
     "resnext50@224 stage2 grouped 3x3 s2": ((8, 56, 56, 256), 256, 3, 2, 32),
     "resnext50@224 stage3 grouped 3x3": ((8, 14, 14, 512), 512, 3, 1, 32),
     "resnext50@224 stage4 grouped 3x3": ((8, 7, 7, 1024), 1024, 3, 1, 32),
+    "vit_small@224 patch embedding 16x16 s16": ((8, 224, 224, 3), 384, 16, 16, 1),
+    "convnext@224 downsampling 2x2 s2": ((8, 56, 56, 96), 192, 2, 2, 1),
     "mobilenet_v2@224 depthwise 3x3 112": ((8, 112, 112, 32), 32, 3, 1, 32),
     "mobilenet_v2@224 depthwise 3x3 s2": ((8, 112, 112, 96), 96, 3, 2, 96),
     "mobilenet_v2@224 depthwise 3x3 28": ((8, 28, 28, 192), 192, 3, 1, 192),

@@ -870,8 +870,9 @@ def get_network_fn(
     if name not in networks_map:
         close = difflib.get_close_matches(name, networks_map, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
-        raise ValueError(
-            f"Unknown network {name!r}: {hint}Known networks: {', '.join(sorted(networks_map))}"
+        raise ValueError(  # the close matches, not a wall of 533 names
+            f"Unknown network {name!r}: {hint}`python -m nets_factory` lists all "
+            f"{len(networks_map)} (nets_factory.networks_map)"
         )
     fields = constructor_fields(name)
     unknown = sorted(set(kwargs) - set(fields))

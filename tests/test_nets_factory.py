@@ -339,8 +339,15 @@ def test_snapshot_covers_every_distinct_network():
 
 
 def test_unknown_network_names_close_matches():
-    with pytest.raises(ValueError, match="resnet5O.*did you mean.*'resnet50'"):
+    with pytest.raises(ValueError) as error:
         nets_factory.get_network_fn("resnet5O", num_classes=10)
+    assert str(error.value) == (
+        "Unknown network 'resnet5O': did you mean 'resnet56' or 'resnet50' or 'resnet50d'? "
+        f"`python -m nets_factory` lists all {len(nets_factory.networks_map)} "
+        "(nets_factory.networks_map)"
+    )
+    with pytest.raises(ValueError, match=r"^Unknown network 'zzz': `python -m nets_factory` "):
+        nets_factory.get_network_fn("zzz", num_classes=10)
 
 
 def test_unknown_keyword_names_network_keyword_and_fields():

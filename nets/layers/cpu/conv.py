@@ -20,8 +20,8 @@ writes the rest as matrix products, which XLA:CPU runs well:
   row, over strided slices of the kernel's horizontal taps laid side by side. XLA:CPU's own
   filter gradient transposes both operands first and recomputes their producers (BatchNorm,
   ReLU, residual sums) inside the transposes: up to 340 ms for one 1x1 convolution of a
-  ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 keep XLA's own, which
-  is faster there; so does anything above 256 MB of patches.
+  ResNet-50 step at batch 8. Ordinary convolutions with outputs under 14x14 or under 48
+  channels keep XLA's own, which is faster there; so does anything above 256 MB of patches.
 - the filter gradient of few-channel, unstrided convolutions (CIFAR ResNets: at most 64 input
   channels) whose whole-batch patches would exceed 8 MB: one product `rows^T @ shifted` of two 3x
   operands instead of 9x patches. `rows` holds the kernel's horizontal taps of the input side by
@@ -55,6 +55,10 @@ from nets.layers.padding import Pads, output_size
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
 _PATCHES_MAX_ELEMENTS = 1 << 26  # larger im2col filter gradients fall back to XLA's own
 _ROWS_MIN_OUTPUT_PIXELS = 14 * 14  # smaller maps keep XLA's own filter gradient
+# So do narrow outputs: 3x3 from 128 to 32 channels, batch 8, at 28x28 and 56x56: 7.8 and 68 ms
+# XLA's own against 24 and 85 the row patches' (DenseNet-121's growth convolutions: its train
+# step at 112 px 557 -> 472 ms, flax's 477); from 48 channels the rows win at 56x56.
+_ROWS_MIN_OUT_FEATURES = 48
 # The shifted filter gradient: for convolutions of at most this many input channels whose whole
 # batch of im2col patches would exceed 8 MB of float32, chunks of whole images of about
 # `_CHUNK_ROWS` rows of the product (16384 x 48 float32 = 3 MB for a 16-channel 3x3 kernel).
@@ -257,7 +261,9 @@ def _filter_grad(x, dy, w_shape, strides, padding, groups, precision):
     kh, kw, _, out = w_shape
     ho, wo = dy.shape[1:3]
     # XLA's own filter gradient wins on small maps (0.8x at 7x7; ResNet-20's 8x8 digits).
-    large_map = method != "xla" or ho * wo >= _ROWS_MIN_OUTPUT_PIXELS
+    large_map = method != "xla" or (
+        ho * wo >= _ROWS_MIN_OUTPUT_PIXELS and out >= _ROWS_MIN_OUT_FEATURES
+    )
     if method == "patches":  # tiny outputs: the forward's im2col patches are small
         patches = _patches(x, kh, kw, strides, padding, (ho, wo))
         return _matmul(patches, dy.reshape(-1, out), precision, ((0,), (0,))).reshape(w_shape)

@@ -348,6 +348,8 @@ def test_unknown_network_names_close_matches():
     )
     with pytest.raises(ValueError, match=r"^Unknown network 'zzz': `python -m nets_factory` "):
         nets_factory.get_network_fn("zzz", num_classes=10)
+    with pytest.raises(ValueError, match="'vit_tiny_patch16_224' or 'vit_tiny_patch16_384'?"):
+        nets_factory.get_network_fn("vit_tiny", num_classes=10)  # a name's beginning
 
 
 def test_unknown_keyword_names_network_keyword_and_fields():

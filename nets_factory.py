@@ -13,12 +13,13 @@
 lists its published weights.
 """
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -745,7 +746,8 @@ class NetworkFn:
         Compiled, as one computation: eager initialisation dispatches every layer's ops one by
         one (efficientnet_b0: 42 s eager, a few seconds compiled)."""
         self._check_images(images, train=True)
-        return self._compiled_init(rng, images)
+        with self._size_errors_named(images):
+            return self._compiled_init(rng, images)
 
     @functools.cached_property
     def _compiled_init(self):
@@ -762,7 +764,8 @@ class NetworkFn:
         self._check_images(images, train=self.is_training)
         nets_weights.published.check(variables, self.module, self.name)
         variables = nets_weights.published.without_mark(variables)
-        return self.module.apply(variables, images, train=self.is_training, **kwargs)
+        with self._size_errors_named(images):
+            return self.module.apply(variables, images, train=self.is_training, **kwargs)
 
     @functools.cached_property
     def feature_info(self) -> tuple[FeatureInfo, ...]:
@@ -819,6 +822,29 @@ class NetworkFn:
         ]
         squares = sum(jnp.sum(jnp.square(k.astype(jnp.float32))) for k in kernels)
         return self.weight_decay * 0.5 * squares
+
+    @contextlib.contextmanager
+    def _size_errors_named(self, images: jax.Array) -> Iterator[None]:
+        """Names the network and the image size when two of its maps disagree in shape (DLA's
+        convolutions round an odd map up where its pooled shortcuts floor it, at 112 px as in
+        timm's), where JAX's error names neither."""
+        try:
+            yield
+        except TypeError as error:
+            if "incompatible shapes" not in str(error):
+                raise
+            height, width = images.shape[1:3]
+            size = self.default_image_size
+            strides = getattr(self.module, "feature_strides", lambda: {})()
+            hint = (
+                f"; multiples of {max(strides.values())}, its deepest stride, keep every map whole"
+                if strides
+                else ""
+            )
+            raise ValueError(
+                f"{self.name} does not run on {height}x{width} images, where two of its maps "
+                f"disagree ({str(error).rstrip('.')}); its default size is {size}x{size}{hint}"
+            ) from error
 
     def _check_images(self, images: jax.Array, train: bool) -> None:
         """Refuses, before anything is traced, images that are not a batch or that are smaller

@@ -352,6 +352,19 @@ def test_unknown_network_names_close_matches():
         nets_factory.get_network_fn("vit_tiny", num_classes=10)  # a name's beginning
 
 
+def test_a_size_where_two_maps_disagree_names_the_network_and_size():
+    # DLA's convolutions round an odd map up where its pooled shortcuts floor it (timm's too)
+    fn = nets_factory.get_network_fn("dla34", 10)
+    images = jax.ShapeDtypeStruct((1, 112, 112, 3), jnp.float32)
+    with pytest.raises(ValueError) as error:
+        jax.eval_shape(fn.init, jax.random.key(0), images)
+    assert str(error.value) == (
+        "dla34 does not run on 112x112 images, where two of its maps disagree (add got "
+        "incompatible shapes for broadcasting: (1, 4, 4, 512), (1, 3, 3, 512)); its default size "
+        "is 224x224; multiples of 32, its deepest stride, keep every map whole"
+    )
+
+
 def test_unknown_keyword_names_network_keyword_and_fields():
     with pytest.raises(
         TypeError, match=r"resnet18.*'num_filtres'.*did you mean 'num_filters'.*: stage_sizes, "

@@ -15,16 +15,20 @@ from the first's.
 """
 
 import argparse
-import statistics
-import time
+import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import BatchNorm, gelu, max_pool
+sys.path.insert(0, str(Path(__file__).parent))  # bench/attention_speed.py
+
+from attention_speed import relative_difference, time_calls  # noqa: E402
+
+from nets.layers import BatchNorm, gelu, max_pool  # noqa: E402
 
 
 def pool(impl: str) -> Callable:
@@ -100,17 +104,6 @@ def forward_backward(layer: Callable) -> Callable:
     return jax.jit(run)
 
 
-def time_call(fn: Callable, args: tuple, calls: int) -> float:
-    """Median milliseconds of `fn(*args)`, each call waited for."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
 def least_bytes(inputs: tuple, out: jax.Array) -> int:
     """Every input, the output, the cotangent and the inputs' gradients, each moved once."""
     return 2 * sum(x.nbytes for x in jax.tree.leaves(inputs)) + 2 * out.nbytes
@@ -133,14 +126,13 @@ def main() -> None:
         for impl, layer in layers.items():
             fn = forward_backward(layer)
             results[impl] = fn(inputs, cotangent)
-            ms = time_call(fn, (inputs, cotangent), args.calls)
+            ms = 1e3 * time_calls(fn, (inputs, cotangent), args.calls)
             gb_s = least_bytes(inputs, results[impl][0]) / ms / 1e6
             print(f"  {impl:>14}: {ms:8.3f} ms  ({gb_s:7.1f} GB/s for the least traffic)")
         (first, reference), *others = results.items()
         for impl, result in others:
             worst = max(
-                float(jnp.max(jnp.abs(a.astype(jnp.float32) - b.astype(jnp.float32))))
-                / max(float(jnp.max(jnp.abs(b.astype(jnp.float32)))), 1e-30)
+                relative_difference(a, b)
                 for a, b in zip(jax.tree.leaves(result), jax.tree.leaves(reference), strict=True)
             )
             print(f"  {impl} differs from {first} by {worst:.1e} of the largest value at most")

@@ -3,21 +3,22 @@
 # (../shared/gpu/README.md: 15 device minutes, starts included). From the checkout's root, with
 # the wheels the machine lacks in .whl (carried):
 #
-#     bash bench/gpu_session.sh                 # what is still missing: parts a, c, e, f
+#     bash bench/gpu_session.sh                 # what is still missing: parts a, i, c
 #     PARTS=h BUDGET=200 bash bench/gpu_session.sh     # then remat, if time is left
-#     PARTS=acef IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
+#     PARTS=aic IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. the steps with their compile times: ViT-S/16's at BATCH (issue 32, item 2: GELU in erf's
 #    form and the patch embedding as one matrix product since 2026-11-27), ResNet-50's at BATCHES
 #    (item 3; "384 512": 256 was measured on 2026-11-27)
 # b. train.py's start-up and loop against its step from a cold cache (issue 30, items 1-2):
 #    gpu_feed.sh's part 1 (measured on 2026-11-27)
-# c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with XLA's
-#    attention and cuDNN's, ResNet-50 with XLA's autotuning off, ViT-S/16 with cuDNN's LayerNorm
+# c. compile time against step time (issue 30, item 2; issue 32, item 2): ViT-S/16 with cuDNN's
+#    LayerNorm, ResNet-50 with XLA's autotuning off, ViT-S/16 with XLA's attention and cuDNN's
 # d. where ResNet-50's and ViT-S/16's steps spend their time: jax.profiler, by kind, the costliest
 #    operations with the JAX operations they compute (measured on 2026-11-27)
 # i. the layers without a matrix product alone (max pooling, BatchNorm, GELU), two or more ways
-#    each (max pooling and BatchNorm measured on 2026-11-27)
+#    each: BatchNorm with its ReLU inside the gradient, and with regrouped column sums, since
+#    2026-11-28
 # e. attention, XLA's against 'auto' (item 1): ViT's padded fused kernel, Swin's windows with a
 #    bias (XLA's under 'auto' since 2026-11-27's figures)
 # f. the GPU table beside PyTorch's, ResNet-20 only (item 4; the other rows take minutes)
@@ -37,7 +38,7 @@
 # Everything also goes to $OUT (the device tool's folder that comes back), one log a part.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.6}
-PARTS=${PARTS:-acef} IMAGES=${IMAGES:-256} BATCH=${BATCH:-256} BATCHES=${BATCHES:-384 512}
+PARTS=${PARTS:-aic} IMAGES=${IMAGES:-256} BATCH=${BATCH:-256} BATCHES=${BATCHES:-384 512}
 OUT=${OUT:-/tmp/gpu_session} BUDGET=${BUDGET:-540}  # seconds for the whole script: under the
 # device tool's 600 s a command, so that it ends with its logs whatever a part takes
 CACHE=${CACHE:-/tmp/gpu_session_cache}
@@ -72,16 +73,16 @@ steps() {  # ViT-S/16's step first (GELU, patch embedding: new since its figure)
 }
 xla_flags() {  # each line: the flags, then our step's img/s and compile seconds
     local flags attention
+    for flags in --xla_gpu_enable_cudnn_layer_norm=true; do  # ViT's LayerNorms: two kernels each
+        echo "vit_small_patch16_224, XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours vit_small_patch16_224 $BATCH)"
+    done
+    for flags in --xla_gpu_autotune_level=0; do  # is the compile's minute and a half autotuning?
+        echo "resnet50, XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours resnet50 $BATCH)"
+    done
     for attention in xla auto; do  # does cuDNN's attention cost the compile's minute?
         echo "vit_small_patch16_224, attention=$attention:"
         python3 bench/train_step.py vit_small_patch16_224 --batch $BATCH --dtype bfloat16 \
             --attention $attention --steps 10 2>&1 | grep -E "compile|Error"
-    done
-    for flags in --xla_gpu_autotune_level=0; do
-        echo "resnet50, XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours resnet50 $BATCH)"
-    done
-    for flags in --xla_gpu_enable_cudnn_layer_norm=true; do
-        echo "vit_small_patch16_224, XLA_FLAGS='$flags': $(XLA_FLAGS=$flags ours vit_small_patch16_224 $BATCH)"
     done
 }
 cached() {  # cached COMMAND...: with the session's compilation cache

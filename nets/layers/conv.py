@@ -45,11 +45,11 @@ class Conv(nn.Module):
     `impl` picks the implementation: `'xla'` is `lax.conv_general_dilated`, exactly what
     `flax.linen.Conv` runs; `'cpu_fast'` is `nets.layers.cpu.conv.conv2d`, or `patch_conv` over
     non-overlapping patches; `'auto'` takes `'cpu_fast'` when JAX's default backend is CPU and
-    `'xla'` otherwise (on GPU/TPU XLA's own convolutions go to cuDNN or the TPU's convolution
-    units; the fast CPU path has not been measured there), but `patch_conv` for an image's
-    patches (at most 4 input channels). Dilated convolutions always take `'xla'`. To force a
-    path for a whole network, inject it: `get_network_fn('resnet18', 10, conv=partial(Conv,
-    impl='xla'))`.
+    `'xla'` otherwise: on GPU/TPU XLA's own convolutions go to cuDNN or the TPU's convolution
+    units (on an H200 the patches as one product made ViT-S/16's train step 0.90x cuDNN's
+    convolution, `bench/train_step.py --conv both`). Dilated convolutions always take `'xla'`.
+    To force a path for a whole network, inject it: `get_network_fn('resnet18', 10,
+    conv=partial(Conv, impl='xla'))`.
     """
 
     features: int
@@ -108,7 +108,7 @@ class Conv(nn.Module):
             and self.feature_group_count == 1
         )
         impl = self._resolved_impl()
-        if patches and (impl == "cpu_fast" or (impl == "auto" and in_features <= 4)):
+        if patches and impl == "cpu_fast":
             y = patch_conv(inputs, kernel, self.precision)
         elif impl == "cpu_fast" and plain:
             y = cpu_conv.conv2d(
@@ -131,12 +131,11 @@ class Conv(nn.Module):
         return y
 
     def _resolved_impl(self) -> str:
-        """`impl`, checked; 'auto' is 'cpu_fast' on the CPU and stays 'auto' elsewhere (XLA's
-        convolution, but an image's patches)."""
+        """`impl`, checked, 'auto' resolved: 'cpu_fast' on the CPU, 'xla' elsewhere."""
         if self.impl not in ("auto", "xla", "cpu_fast"):
             raise ValueError(f"Conv.impl must be 'auto', 'xla' or 'cpu_fast', got {self.impl!r}")
-        if self.impl == "auto" and jax.default_backend() == "cpu":
-            return "cpu_fast"
+        if self.impl == "auto":
+            return "cpu_fast" if jax.default_backend() == "cpu" else "xla"
         return self.impl
 
 

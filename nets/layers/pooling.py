@@ -4,9 +4,11 @@ Padding is any form `nets.layers.padding` knows: 'SAME' (TensorFlow's), 'VALID',
 (PyTorch's symmetric padding), or explicit pairs; `ceil_mode` is PyTorch's.
 
 - `max_pool` pads with -inf. `impl='slices'` runs `nets.layers.cpu.max_pool`, the maximum of
-  strided slices with an elementwise gradient, which XLA:CPU runs fast; `'xla'` XLA's own
-  (`reduce_window`, its gradient a `select_and_scatter`); `'auto'` the first on a CPU, the second
-  elsewhere. Both send a window's gradient to its first maximum.
+  strided slices with an elementwise gradient, written for XLA:CPU; `'xla'` XLA's own
+  (`reduce_window`, its gradient a `select_and_scatter`); `'auto'` the first on a CPU or a GPU
+  (on an H200 ResNet-50's train step at batch 256 ran 1.005x faster with it, 6,935-6,962 img/s
+  against 6,923-6,928 alternated; its stem's pooling alone 1.11x), the second elsewhere (TPUs:
+  not measured). Both send a window's gradient to its first maximum.
 - `avg_pool` divides by the window's area (`count_include_pad=True`, PyTorch's default), or by the
   number of pixels of the window inside the input (`False`: TensorFlow's 'SAME' average pooling,
   what Slim's networks were trained with). The divisors depend on shapes alone, so numpy computes
@@ -44,7 +46,7 @@ def max_pool(
         raise ValueError(f"max_pool: impl={impl!r}; valid: {', '.join(MAX_POOL_IMPLS)}")
     window, strides = _window(x, window_shape, strides)
     pads = pad.pads(padding, x.shape[1:3], window, strides, ceil_mode)
-    if impl == "slices" or (impl == "auto" and jax.default_backend() == "cpu"):
+    if impl == "slices" or (impl == "auto" and jax.default_backend() in ("cpu", "gpu")):
         return cpu_max_pool.max_pool(x, window, strides, pads)
     return nn.max_pool(x, window, strides, pads)
 

@@ -47,54 +47,6 @@ def batch_norm(module: type[nn.BatchNorm], residual: bool) -> Callable:
     return layer
 
 
-def column_sums(x: jax.Array, wide: bool) -> jax.Array:
-    """Per-channel sums of `x` (channels last); `wide`: over the rows regrouped to at least 1,024
-    columns first (`[r, c] -> [r / k, k * c]`, then the k partial sums): is XLA's column reduction
-    over few channels (64 in stage 1) what keeps BatchNorm from the memory's rate?"""
-    rows = x.reshape(-1, x.shape[-1])
-    k = max(1, 1024 // rows.shape[1]) if wide else 1
-    while rows.shape[0] % k:
-        k //= 2
-    return rows.reshape(-1, k * rows.shape[1]).sum(0).reshape(k, -1).sum(0)
-
-
-def candidate_batch_norm(relu: bool, wide: bool) -> Callable:
-    """`layer(params, x)`: BatchNorm in training then ReLU, as ours computes them, with two changes
-    to measure before either goes into `nets.layers.BatchNorm`: `relu`, the ReLU inside its
-    gradient, its mask recomputed from `x` (jax's ReLU keeps a boolean mask of its input for the
-    backward pass: a write and two reads); `wide`, `column_sums`' regrouped sums."""
-
-    @partial(jax.custom_vjp, nondiff_argnums=(3,))
-    def normalize(x, scale, bias, count):
-        return forward(x, scale, bias, count)[0]
-
-    def forward(x_in, scale, bias, count):
-        x = x_in.astype(jnp.float32)
-        mean = column_sums(x, wide) / count
-        var = jnp.maximum(column_sums(x * x, wide) / count - mean * mean, 0.0)
-        inv = jax.lax.rsqrt(var + 1e-5)
-        y = (x - mean) * (inv * scale) + bias
-        return (nn.relu(y) if relu else y).astype(x_in.dtype), (x_in, mean, inv, scale, bias)
-
-    def backward(count, residuals, dy):
-        x_in, mean, inv, scale, bias = residuals
-        x_hat = (x_in.astype(jnp.float32) - mean) * inv
-        dy = dy.astype(jnp.float32)
-        if relu:
-            dy = jnp.where(x_hat * scale + bias > 0, dy, 0.0)
-        dbias, dscale = column_sums(dy, wide), column_sums(dy * x_hat, wide)
-        dx = (scale * inv) * (dy - dbias / count - x_hat * (dscale / count))
-        return dx.astype(x_in.dtype), dscale, dbias
-
-    normalize.defvjp(forward, backward)
-
-    def layer(params, x):
-        y = normalize(x, params["scale"], params["bias"], x.size // x.shape[-1])
-        return y if relu else nn.relu(y)
-
-    return layer
-
-
 def norm_params(n: int) -> dict:
     return {"scale": jnp.linspace(0.5, 1.5, n), "bias": jnp.linspace(-0.1, 0.1, n)}
 
@@ -114,20 +66,6 @@ CASES = (
         {
             "flax": batch_norm(nn.BatchNorm, False),
             "ours": batch_norm(BatchNorm, False),
-            "ReLU inside": candidate_batch_norm(relu=True, wide=False),
-            "wide sums": candidate_batch_norm(relu=False, wide=True),
-            "both": candidate_batch_norm(relu=True, wide=True),
-        },
-    ),
-    (
-        "BatchNorm, ReLU: stage 2's [n, 28, 28, 128]",
-        lambda n: [(n, 28, 28, 128)],
-        128,
-        {
-            "ours": batch_norm(BatchNorm, False),
-            "ReLU inside": candidate_batch_norm(relu=True, wide=False),
-            "wide sums": candidate_batch_norm(relu=False, wide=True),
-            "both": candidate_batch_norm(relu=True, wide=True),
         },
     ),
     (

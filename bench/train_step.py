@@ -116,12 +116,14 @@ def build_timers(
     conv: str,
     direct=False,
     augment=False,
+    channels: int = 3,
     **network_kwargs: Any,
 ) -> tuple[dict[str, Timer], int]:
     """The compiled steps to compare, by label, and the image size they run at.
 
     `conv`: 'ours' (the zoo's `nets.layers.Conv`), 'flax' (plain `flax.linen.Conv`) or 'both'.
     `augment`: also the zoo's step with DeiT's device augmentation (`DEIT_DEVICE_AUGMENT`).
+    `channels`: the images' (`bench/stem_channels.py` pads them; the stem's kernel follows).
     `network_kwargs`: the network's own fields (`attention='xla'`), as `get_network_fn` takes them.
     """
     dtype = jnp.dtype(dtype)
@@ -129,7 +131,7 @@ def build_timers(
         name, num_classes, is_training=True, dtype=dtype, **network_kwargs
     )
     size = size or fn.default_image_size
-    images = jax.random.normal(jax.random.key(0), (batch, size, size, 3))
+    images = jax.random.normal(jax.random.key(0), (batch, size, size, channels))
     labels = jax.random.randint(jax.random.key(1), (batch,), 0, num_classes)
     with initial_state.random_bits_to_compile_fast():  # as train.py's: on an H200, ResNet-50's
         # initialisation at the whole batch, threefry's rounds unrolled, compiled for over 30 s

@@ -101,3 +101,13 @@ def test_max_pool_ceil_mode_keeps_the_partial_window():
     # A window may not start in the right padding: 5 -> 2 windows, not 3.
     assert max_pool(jnp.zeros((1, 5, 5, 1)), 3, 2, 0, ceil_mode=True).shape == (1, 2, 2, 1)
     assert max_pool(jnp.zeros((1, 6, 6, 1)), 2, 2, 1, ceil_mode=True).shape == (1, 4, 4, 1)
+
+
+@pytest.mark.parametrize("backend, slices", [("cpu", True), ("gpu", True), ("tpu", False)])
+def test_auto_max_pool_takes_the_slices_on_cpus_and_gpus(monkeypatch, backend, slices):
+    """`'auto'` runs the strided slices (a custom gradient) where they were measured faster, CPUs
+    and GPUs (ResNet-50's step on an H200: 1.005x), and XLA's `reduce_window` elsewhere."""
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    jaxpr = str(jax.make_jaxpr(lambda x: max_pool(x, 3, 2, "SAME"))(jnp.ones((1, 8, 8, 2))))
+    assert ("custom_vjp_call" in jaxpr) == slices
+    assert ("reduce_window_max" in jaxpr) != slices

@@ -503,10 +503,28 @@ def compile_train_step(run: Run, batch: dict, console: Console) -> float:
     """Compiles the train step for the run's state and batches, saying so (on a cold cache, the
     longest silence of a run's start: a minute for ResNet-50 on a GPU); its seconds. The step's
     first call then finds the executable in JAX's cache."""
-    console.print("compiling the train step ...")
+    console.print(compiling_line(jax.default_backend(), jax.config.jax_compilation_cache_dir))
     start = time.perf_counter()
     run.train_step.lower(run.state, batch).compile()
     return time.perf_counter() - start
+
+
+def compiling_line(backend: str, cache_dir: str | None) -> str:
+    """The line before the compile's silence; on a GPU, why it may last minutes: XLA times
+    candidate kernels for each convolution and fusion (ResNet-50's step on an H200: 86-143 s
+    cold, 9 s once another program's timings were cached), which JAX keeps beside the
+    compilation cache."""
+    if backend != "gpu":
+        return "compiling the train step ..."
+    if not cache_dir:
+        return (
+            "compiling the train step (XLA autotunes its GPU kernels, minutes for a large network; "
+            "with no compilation cache, every run does) ..."
+        )
+    return (
+        "compiling the train step (a first run on this GPU autotunes its kernels, minutes for a "
+        f"large network; later runs reuse them from {cache_dir}) ..."
+    )
 
 
 def first_step_line(init_seconds: float, compile_seconds: float, since_start: float) -> str:

@@ -166,3 +166,10 @@ def test_a_failed_evaluation_keeps_the_steps_trained_and_the_resumed_run_makes_i
     records.append({"step": 5, "eval/loss": 1.0})
     loop.evaluate_missed(run, types.SimpleNamespace(records=records), None)  # has it: none
     assert evaluated == [5]
+
+
+def test_the_compile_line_says_why_a_gpus_first_compile_takes_minutes():
+    assert loop.compiling_line("cpu", "/cache") == "compiling the train step ..."
+    cached = loop.compiling_line("gpu", "/home/me/.cache/jax_nets_factory")
+    assert "autotunes" in cached and "reuse them from /home/me/.cache/jax_nets_factory" in cached
+    assert "every run does" in loop.compiling_line("gpu", None)

@@ -737,6 +737,12 @@ class NetworkFn:
         need more: an auxiliary head's pool)."""
         return self._min_size(self.is_training)
 
+    @property
+    def max_image_size(self) -> int | None:
+        """The largest height and width a network made for one size takes (MLP-Mixers' token
+        mixing, EfficientFormers' attention biases); None for the others, which take any."""
+        return getattr(self.module, "max_image_size", None)
+
     def _min_size(self, train: bool) -> int:
         size = getattr(self.module, "min_image_size", 1)
         return getattr(self.module, "min_train_image_size", size) if train else size
@@ -848,7 +854,9 @@ class NetworkFn:
 
     def _check_images(self, images: jax.Array, train: bool) -> None:
         """Refuses, before anything is traced, images that are not a batch or that are smaller
-        than the network's layers allow (they would fail deep inside JAX, or give empty maps)."""
+        than the network's layers allow (they would fail deep inside JAX, or give empty maps),
+        or larger where its layers are made for one size (`max_image_size`: MLP-Mixers' token
+        mixing, EfficientFormers' attention biases)."""
         size = self.default_image_size
         if len(images.shape) != 4:
             raise ValueError(
@@ -856,7 +864,18 @@ class NetworkFn:
                 f"e.g. [8, {size}, {size}, 3]; got shape {tuple(images.shape)}"
             )
         smallest = self._min_size(train)
+        largest = self.max_image_size
         height, width = images.shape[1:3]
+        if (
+            largest is not None
+            and not smallest <= min(height, width) <= max(height, width) <= largest
+        ):
+            sizes = f"{smallest}" if smallest == largest else f"{smallest} to {largest}"
+            raise ValueError(
+                f"{self.name} takes images of {sizes} pixels a side, the size its layers are made "
+                f"for; got {height}x{width}. To train at another size, build it with another "
+                f"{self.module.resize_with} (published weights fit its default, {size}x{size})"
+            )
         if min(height, width) < smallest:
             without_aux = self._min_size(False)
             why = (

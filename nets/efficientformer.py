@@ -40,7 +40,7 @@ normalised tokens), `cls_logits`, `dist_logits`, `logits`, `predictions`.
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -285,6 +285,9 @@ class EfficientFormer(nn.Module):
     conv: ModuleDef = Conv
     remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
+    # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
+    resize_with: ClassVar[str] = "attention_resolution"
+
     @property
     def min_image_size(self) -> int:
         """The smallest image whose last map is `attention_resolution` wide (each 3x3/2
@@ -293,6 +296,11 @@ class EfficientFormer(nn.Module):
         if not self.num_vit:
             return smallest_input([(3, 2, 2)] * stages)
         return 2**stages * (self.attention_resolution - 1) + 1
+
+    @property
+    def max_image_size(self) -> int | None:
+        """The largest such image (224 px for 7); None without attention, which takes any."""
+        return 2 ** (len(self.depths) + 1) * self.attention_resolution if self.num_vit else None
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's map (`nets.features`)."""

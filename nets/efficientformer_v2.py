@@ -37,7 +37,7 @@ End points: `stem`, `stage1`..`stage4` (strides 4, 8, 16, 32), `pre_logits`, `cl
 import math
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -287,6 +287,9 @@ class EfficientFormerV2(nn.Module):
     conv: ModuleDef = Conv
     remat: bool = False  # each block's activations recomputed in the backward pass, not kept
 
+    # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
+    resize_with: ClassVar[str] = "default_image_size"
+
     @property
     def min_image_size(self) -> int:
         """The attention's maps are made for `default_image_size`: the smallest image whose
@@ -294,6 +297,11 @@ class EfficientFormerV2(nn.Module):
         maps = lambda n: [math.ceil(n / 2**s) for s in (4, 5)]  # noqa: E731
         want = maps(self.default_image_size)
         return next(n for n in range(1, self.default_image_size + 1) if maps(n) == want)
+
+    @property
+    def max_image_size(self) -> int:
+        """The largest image whose maps are those (224 px for 224)."""
+        return min(math.ceil(self.default_image_size / 2**s) * 2**s for s in (4, 5))
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's map (`nets.features`)."""

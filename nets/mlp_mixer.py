@@ -37,7 +37,7 @@ Where this differs from timm's `MlpMixer`:
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import flax.linen as nn
 import jax
@@ -213,10 +213,18 @@ class MlpMixer(nn.Module):
     feature_strides = VisionTransformer.feature_strides
     layer_id = VisionTransformer.layer_id
 
+    # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
+    resize_with: ClassVar[str] = "default_image_size"
+
     @property
     def min_image_size(self) -> int:
-        """The size the token mixing is made for: the only one it takes."""
-        return self.default_image_size
+        """The smallest image whose patch grid is the one the token mixing is made for."""
+        return grid_size(self.default_image_size, self.patch_size) * self.patch_size
+
+    @property
+    def max_image_size(self) -> int:
+        """The largest such image (the patch embedding leaves a remainder out)."""
+        return self.min_image_size + self.patch_size - 1
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

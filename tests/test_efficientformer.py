@@ -66,11 +66,14 @@ def test_attention_blocks_follow_timms_flattening_in_their_names():
 def test_images_must_give_the_tables_map():
     # Each 3x3/2 convolution keeps ceil(n / 2): 33 to 64 px leave the 2x2 map the tables are for.
     fn, _ = init_shapes()
-    assert fn.min_image_size == 33
+    assert (fn.min_image_size, fn.module.max_image_size) == (33, 64)
     assert nets_factory.get_network_fn("efficientformer_l1", 10).min_image_size == 193
     init_shapes((1, 33, 40, 3))
-    with pytest.raises(ValueError, match=r"^EfficientFormer's .* for a 2x2 map .* got 3x3\n"):
+    with pytest.raises(ValueError, match=r"^efficientformer_l1 takes images of 33 to 64 pixels"):
         init_shapes((1, 96, 96, 3))
+    images = jnp.ones((1, 96, 96, 3))  # the module alone says it too
+    with pytest.raises(ValueError, match=r"^EfficientFormer's .* for a 2x2 map .* got 3x3\n"):
+        jax.eval_shape(fn.module.init, jax.random.key(0), images)
 
 
 def test_bad_configurations_are_one_line():

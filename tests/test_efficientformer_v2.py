@@ -62,11 +62,14 @@ def test_strided_queries_index_the_offsets_to_every_key():
 
 def test_images_must_give_the_tables_maps():
     fn = nets_factory.get_network_fn("efficientformerv2_s0", 10, **SMALL)
-    assert fn.min_image_size == 49  # maps of 4 at stride 16, 2 at 32
+    # maps of 4 at stride 16, 2 at 32
+    assert (fn.min_image_size, fn.module.max_image_size) == (49, 64)
     assert nets_factory.get_network_fn("efficientformerv2_s0", 10).min_image_size == 209
     jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 49, 64, 3)))
-    with pytest.raises(ValueError, match=r"^EfficientFormerV2's .* for a 2x2 map .* got 3x3\n"):
+    with pytest.raises(ValueError, match=r"^efficientformerv2_s0 takes images of 49 to 64 pixels"):
         jax.eval_shape(fn.init, jax.random.key(0), jnp.ones((1, 96, 96, 3)))
+    with pytest.raises(ValueError, match=r"^EfficientFormerV2's .* for a 2x2 map .* got 3x3\n"):
+        jax.eval_shape(fn.module.init, jax.random.key(0), jnp.ones((1, 96, 96, 3)))
     with pytest.raises(ValueError, match=r"^mlp_ratios needs one ratio per block"):
         fields = {**SMALL, "mlp_ratios": ((4,), (4,), (4,), (3, 4))}
         fn = nets_factory.get_network_fn("efficientformerv2_s0", 10, **fields)

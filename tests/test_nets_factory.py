@@ -680,6 +680,33 @@ def test_too_small_images_are_refused_before_tracing():
         fn.apply({}, jnp.ones((1, 74, 74, 3)))
 
 
+# Networks whose layers are made for one size (MLP-Mixers' token mixing, EfficientFormers'
+# attention biases): the range of sizes that give their maps.
+ONE_SIZE = {
+    "mixer_s32_224": (224, 255),  # 7x7 patches of 32, the remainder left out
+    "efficientformer_l1": (193, 224),  # a 7x7 last map, each 3x3/2 keeping ceil(n / 2)
+    "efficientformerv2_s0": (209, 224),  # 14x14 and 7x7 maps at strides 16 and 32
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_SIZE))
+@shapes_only_draws()  # its traces read shapes
+def test_one_size_networks_refuse_larger_images_too_and_say_what_they_take(name):
+    smallest, largest = ONE_SIZE[name]
+    fn = nets_factory.get_network_fn(name, 10, is_training=True)
+    assert (fn.min_image_size, fn.max_image_size) == (smallest, largest)
+    assert nets_factory.get_network_fn("resnet50", 10).max_image_size is None
+    assert runs_at(fn, largest) and not runs_at(fn, largest + 1)
+    big = largest + 1
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name} takes images of {smallest} to {largest} pixels a side, the size its "
+        rf"layers are made for; got {big}x{big}\. To train at another size, build it with "
+        r"another (default_image_size|attention_resolution) \(published weights fit its default",
+    ):
+        fn.init(jax.random.key(0), jnp.ones((1, big, big, 3)))
+
+
 @pytest.mark.parametrize(
     "arguments, error, message",
     [

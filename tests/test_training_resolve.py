@@ -67,6 +67,20 @@ def test_an_image_size_below_the_networks_minimum_names_it_and_the_fix():
     )
 
 
+def test_a_network_made_for_one_size_names_the_sizes_it_takes_and_the_field_for_others():
+    with pytest.raises(UserError) as error:
+        resolved("model.name=mixer_s32_224", "data.image_size=256")
+    assert str(error.value) == (
+        "data.image_size=256: mixer_s32_224 takes images of 224 to 255 px, the size its layers "
+        "are made for; set data.image_size between them, or leave it unset (other sizes: "
+        "model.kwargs.default_image_size)"
+    )
+    with pytest.raises(UserError, match=r"efficientformer_l1 takes images of 193 to 224 px"):
+        resolved("model.name=efficientformer_l1", "data.image_size=192")
+    cfg, _ = resolved("model.name=mixer_s32_224")  # the digits' 8 px rise to its size
+    assert cfg.data.image_size == 224
+
+
 @pytest.mark.parametrize(
     ("name", "size"),
     [("resnet20", 4), ("lenet", 4), ("mobilenet_v1_025", 32), ("vgg11", 32), ("alexnet_v2", 67)],

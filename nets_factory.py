@@ -709,6 +709,12 @@ def constructor_fields(name: str) -> list[str]:
     ]
 
 
+class ImageSizeError(ValueError):
+    """Images of a size the network's layers do not take: below `min_image_size`, above
+    `max_image_size`, or where two of its maps disagree (DLA at 112 px). The message says which
+    sizes would run."""
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkFn:
     """A network with its shared arguments bound: `is_training` and `weight_decay`.
@@ -847,7 +853,7 @@ class NetworkFn:
                 if strides
                 else ""
             )
-            raise ValueError(
+            raise ImageSizeError(
                 f"{self.name} does not run on {height}x{width} images, where two of its maps "
                 f"disagree ({str(error).rstrip('.')}); its default size is {size}x{size}{hint}"
             ) from error
@@ -871,7 +877,7 @@ class NetworkFn:
             and not smallest <= min(height, width) <= max(height, width) <= largest
         ):
             sizes = f"{smallest}" if smallest == largest else f"{smallest} to {largest}"
-            raise ValueError(
+            raise ImageSizeError(
                 f"{self.name} takes images of {sizes} pixels a side, the size its layers are made "
                 f"for; got {height}x{width}. To train at another size, build it with another "
                 f"{self.module.resize_with} (published weights fit its default, {size}x{size})"
@@ -883,7 +889,7 @@ class NetworkFn:
                 if smallest > without_aux
                 else ""
             )
-            raise ValueError(
+            raise ImageSizeError(
                 f"{self.name} needs images of at least {smallest}x{smallest} pixels{why}; got "
                 f"{height}x{width} (its default size is {size}x{size})"
             )

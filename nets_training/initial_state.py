@@ -101,8 +101,11 @@ class _Makers:
 
     def variables(self, key: jax.Array, images: jax.Array) -> dict:
         """The collections a train state keeps: parameters and batch statistics (none for a
-        network without BatchNorm)."""
-        variables = self.train_fn.init(key, images)
+        network without BatchNorm). Images its layers do not take are the config's error."""
+        try:
+            variables = self.train_fn.init(key, images)
+        except nets_factory.ImageSizeError as e:
+            raise UserError(f"data.image_size={images.shape[1]}: {e}") from None
         return {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
 
     def state(self, key: jax.Array, images: jax.Array) -> steps.TrainState:

@@ -356,7 +356,7 @@ def test_a_size_where_two_maps_disagree_names_the_network_and_size():
     # DLA's convolutions round an odd map up where its pooled shortcuts floor it (timm's too)
     fn = nets_factory.get_network_fn("dla34", 10)
     images = jax.ShapeDtypeStruct((1, 112, 112, 3), jnp.float32)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(nets_factory.ImageSizeError) as error:
         jax.eval_shape(fn.init, jax.random.key(0), images)
     assert str(error.value) == (
         "dla34 does not run on 112x112 images, where two of its maps disagree (add got "
@@ -671,7 +671,9 @@ def test_min_image_size_follows_the_fields_that_change_it(name):
 
 def test_too_small_images_are_refused_before_tracing():
     fn = nets_factory.get_network_fn("vgg16", 10)
-    with pytest.raises(ValueError, match=r"^vgg16 needs images of at least 32x32 pixels; got 8x8"):
+    with pytest.raises(
+        nets_factory.ImageSizeError, match=r"^vgg16 needs images of at least 32x32 pixels; got 8x8"
+    ):
         fn.init(jax.random.key(0), jnp.ones((1, 8, 8, 3)))
     fn = nets_factory.get_network_fn("inception_v3", 10)
     with pytest.raises(ValueError, match=r"107x107 .*auxiliary head \(75 without it.*got 80x80"):
@@ -699,7 +701,7 @@ def test_one_size_networks_refuse_larger_images_too_and_say_what_they_take(name)
     assert runs_at(fn, largest) and not runs_at(fn, largest + 1)
     big = largest + 1
     with pytest.raises(
-        ValueError,
+        nets_factory.ImageSizeError,  # a ValueError
         match=rf"^{name} takes images of {smallest} to {largest} pixels a side, the size its "
         rf"layers are made for; got {big}x{big}\. To train at another size, build it with "
         r"another (default_image_size|attention_resolution) \(published weights fit its default",

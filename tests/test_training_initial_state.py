@@ -11,6 +11,7 @@ import pytest
 import nets_factory
 from nets_training import initial_state, sharding
 from nets_training.config import Config, DataConfig, OptimConfig
+from nets_training.errors import UserError
 
 CONFIG = Config(data=DataConfig(image_size=28), optim=OptimConfig(ema_decay=0.9))
 
@@ -51,3 +52,14 @@ def test_a_variables_initialisation_is_compiled_with_the_run_once_options(networ
     state = dataclasses.replace(CONFIG, optim=OptimConfig())
     with pytest.raises(Exception, match="xla_no_such_option"):
         initial_state.initial_state(state, network, optax.sgd(0.1), 3, sharding.make_mesh())
+
+
+@pytest.mark.parametrize("restore", [False, True])
+def test_a_size_whose_maps_disagree_is_the_configs_one_line_error(restore):
+    """DLA's maps disagree at 112 px (as timm's): `NetworkFn`'s `ImageSizeError` becomes the
+    run's `UserError`, named by the key to change, when it starts and when it resumes."""
+    dla = nets_factory.get_network_fn("dla34", num_classes=10, is_training=True)
+    config = Config(data=DataConfig(image_size=112))
+    make = initial_state.abstract_state if restore else initial_state.initial_state
+    with pytest.raises(UserError, match=r"^data.image_size=112: dla34 does not run on 112x112"):
+        make(config, dla, optax.sgd(0.1), 3, sharding.make_mesh())

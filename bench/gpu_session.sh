@@ -3,15 +3,19 @@
 # (../shared/gpu/README.md: 15 device minutes, starts included). From the checkout's root, with
 # the wheels the machine lacks in .whl (carried):
 #
-#     bash bench/gpu_session.sh                 # what is still missing: parts s, c, p, e
+#     bash bench/gpu_session.sh                 # what is still missing: parts s, t, p
+#     PARTS=ce BUDGET=300 bash bench/gpu_session.sh    # then the compile's A/Bs, attention
 #     PARTS=h BUDGET=200 bash bench/gpu_session.sh     # then remat, if time is left
-#     PARTS=scpe IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
+#     PARTS=stp IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. the steps with their compile times: ViT-S/16's at BATCH, ResNet-50's at BATCHES (measured on
 #    2026-11-27: 9,713 img/s, and 6,895 / 7,218 / 7,399 at 256 / 384 / 512)
 # s. image stems (ResNet-50's, ViT-S/16's, ConvNeXt's, EfficientNet's) with their 3 input
 #    channels padded to 4 and 8, alone and in ResNet-50's and ViT-S/16's steps (issue 32, item 3:
 #    XLA pads a stem's channels for cuDNN in float16 only, not bfloat16)
+# t. the GPU table's ViT-S/16 row, ours beside PyTorch eager and torch.compile on one machine
+#    (issue 32, item 2: ours 9,713 img/s on 2026-11-27 against torch.compile's 9,034 measured on
+#    another H200 the day before)
 # b. train.py's start-up and loop against its step from a cold cache (issue 30, items 1-2):
 #    gpu_feed.sh's part 1 (measured on 2026-11-27)
 # c. compile time against step time (issue 30, item 2): ResNet-50 with XLA's autotuning off (a
@@ -41,7 +45,7 @@
 # Everything also goes to $OUT (the device tool's folder that comes back), one log a part.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.6}
-PARTS=${PARTS:-scpe} IMAGES=${IMAGES:-256} BATCH=${BATCH:-256} BATCHES=${BATCHES:-384 512}
+PARTS=${PARTS:-stp} IMAGES=${IMAGES:-256} BATCH=${BATCH:-256} BATCHES=${BATCHES:-384 512}
 OUT=${OUT:-/tmp/gpu_session} BUDGET=${BUDGET:-540}  # seconds for the whole script: under the
 # device tool's 600 s a command, so that it ends with its logs whatever a part takes
 CACHE=${CACHE:-/tmp/gpu_session_cache}
@@ -101,6 +105,8 @@ python3 -c 'import jax, flax; print("jax", jax.__version__, "flax", flax.__versi
 part a $((130 * (1 + $(wc -w <<<"$BATCHES")))) "ViT-S/16's step, ResNet-50's at $BATCHES" "cached steps"
 part s 300 "image stems with 3, 4 and 8 channels, alone and in steps" \
     "cached python3 bench/stem_channels.py --batch $BATCH"
+part t 200 "the GPU table's ViT-S/16 row: ours, PyTorch eager, torch.compile, one machine" \
+    "cached python3 bench/gpu_table.py --rows vit_small_patch16_224"
 part d 240 "the profiles of ResNet-50's and ViT-S/16's steps" profiles
 part i 60 "max pooling, BatchNorm and GELU alone" "python3 bench/elementwise_layers.py --images $BATCH"
 part b 200 "train.py: start-up, loop against step" "PARTS=1 bash bench/gpu_feed.sh"

@@ -14,6 +14,7 @@ torchvision URL). Errors are one line on stderr; a file that cannot be read is n
 results of the others, and the exit status is 1.
 """
 
+import os
 import sys
 
 from absl import flags
@@ -42,6 +43,8 @@ def main(argv: list[str]) -> None:
         )
         if not paths:
             raise UserError("give one or more image files, e.g. photo.jpg or *.jpg")
+        if not any(os.path.exists(path) for path in paths):  # before weights are downloaded
+            raise UserError(f"no such file: {', '.join(paths)} (nothing to classify)")
         import nets_factory
         from nets_weights import predict
 

@@ -99,6 +99,10 @@ def test_classify_command_errors_are_one_line():
             "URL), e.g. --weights=resnet50.a1_in1k",
         ),
         (["--weights=resnet50.a1_in1k"], "give one or more image files, e.g. photo.jpg or *.jpg"),
+        (  # said before the weights are fetched (this test has no network)
+            ["--weights=resnet50.a1_in1k", "no.jpg", "nor.png"],
+            "no such file: no.jpg, nor.png (nothing to classify)",
+        ),
     ],
 )
 def test_a_missing_argument_is_one_line_of_ours(args, message):

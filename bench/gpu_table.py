@@ -49,8 +49,11 @@ RESULT = "RESULT "  # the line that carries a figure's record from its process
 ERROR = re.compile(r"[\w.]+(Error|Exception): ")  # a traceback's last line: what was raised
 
 
-def time_ours(name: str, batch: int, size: int, classes: int, steps: int, windows: int) -> dict:
-    """Our jitted train step's record: img/s, compile seconds, device and versions."""
+def time_ours(
+    name: str, batch: int, size: int | None, classes: int, steps: int, windows: int, channels=3
+) -> dict:
+    """Our jitted train step's record: img/s, compile seconds, device and versions; `channels`:
+    the images' (`bench/stem_channels.py`'s padded stems)."""
     import flax  # imported here, as JAX is: the table's own process imports neither
     import jax
     import train_step  # bench/train_step.py
@@ -59,7 +62,9 @@ def time_ours(name: str, batch: int, size: int, classes: int, steps: int, window
 
     host_memory.reuse_freed_memory()  # train.py's CPU settings, before JAX starts: a dry run on
     xla_cpu_flags.prefer_eigen_convolutions()  # a CPU times the step training runs
-    timers, _ = train_step.build_timers(name, batch, size, "bfloat16", classes, "ours")
+    timers, _ = train_step.build_timers(
+        name, batch, size, "bfloat16", classes, "ours", channels=channels
+    )
     (timer,) = timers.values()
     timer.queued(WARM_UP_STEPS)
     step_s = statistics.median(timer.queued(steps) for _ in range(windows))

@@ -18,16 +18,15 @@ and 8 channels, which the networks take as they come (the stem's kernel follows 
 """
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).parent))  # bench/attention_speed.py, bench/train_step.py
+sys.path.insert(0, str(Path(__file__).parent))  # bench/attention_speed.py, bench/gpu_table.py
 
-import train_step  # noqa: E402
+import gpu_table  # noqa: E402
 from attention_speed import time_calls  # noqa: E402
 
 from nets.layers import Conv  # noqa: E402
@@ -62,13 +61,10 @@ def time_stem(batch: int, size: int, features: int, k: int, stride: int, padding
 
 
 def time_step(name: str, batch: int, channels: int, steps: int, windows: int) -> tuple:
-    """(img/s, compile seconds) of the network's train step on images of `channels` channels."""
-    timers, _ = train_step.build_timers(
-        name, batch, None, "bfloat16", 1000, "ours", channels=channels
-    )
-    (timer,) = timers.values()
-    timer.queued(3)
-    return batch / statistics.median(timer.queued(steps) for _ in range(windows)), timer.compile_s
+    """(img/s, compile seconds) of the network's train step on images of `channels` channels,
+    timed as `bench/gpu_table.py` times ours."""
+    record = gpu_table.time_ours(name, batch, None, 1000, steps, windows, channels=channels)
+    return record["img_s"], record["compile_s"]
 
 
 def main() -> None:

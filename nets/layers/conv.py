@@ -11,9 +11,7 @@ embedding, Swin's and ConvNeXt's stems and downsampling) is one matrix product o
 (`patch_conv`). On 2 CPU cores, forward and both gradients of ViT-S/16's embedding of 16 images
 at 224 px took 823 ms in `conv2d` (its few-channel filter gradient is made for 3x3 kernels),
 232 ms in XLA's, 25 ms so; ConvNeXt's 2x2 downsampling of 96 channels 1.4x faster than `conv2d`.
-On a GPU it takes the images' stems (at most 4 input channels) only: cuDNN ran ViT-S/16's as an
-implicit GEMM over 3 channels in 0.82 ms of the H200's 28.5 ms step, 20x its arithmetic at the
-card's rate; cuDNN's own kernels keep the wide downsampling convolutions.
+It is the CPU path's only: on an H200 it made ViT-S/16's train step 0.90x cuDNN's convolution.
 
 `WeightStandardization` is a `Conv.kernel_transform` (timm's `StdConv2d`, BiT's convolutions);
 `standardize` is its arithmetic, which NFNet's scaled version shares.
@@ -101,19 +99,14 @@ class Conv(nn.Module):
         padding = pad.pads(self.padding, inputs.shape[1:3], extent, strides)
         # Dilated or cropping (negative padding) convolutions are rare: XLA's own runs them.
         plain = input_dilation == kernel_dilation == (1, 1) and min(sum(padding, ())) >= 0
-        patches = (
-            plain
-            and kernel_size == strides != (1, 1)
-            and padding == ((0, 0), (0, 0))
-            and self.feature_group_count == 1
-        )
-        impl = self._resolved_impl()
-        if patches and impl == "cpu_fast":
-            y = patch_conv(inputs, kernel, self.precision)
-        elif impl == "cpu_fast" and plain:
-            y = cpu_conv.conv2d(
-                inputs, kernel, strides, padding, self.feature_group_count, self.precision
-            )
+        if self._resolved_impl() == "cpu_fast" and plain:
+            patches = kernel_size == strides != (1, 1) and padding == ((0, 0), (0, 0))
+            if patches and self.feature_group_count == 1:
+                y = patch_conv(inputs, kernel, self.precision)
+            else:
+                y = cpu_conv.conv2d(
+                    inputs, kernel, strides, padding, self.feature_group_count, self.precision
+                )
         else:
             y = lax.conv_general_dilated(
                 inputs,

@@ -5,7 +5,8 @@
 selected per element, in the backward pass again: on an H200, ViT-S/16's train step spent 3.1 ms
 of its 28.5 in the MLPs' forward GELU alone, about 3x what moving its bytes takes.
 With erf, forward and backward over ViT-S/16's MLP activations in bfloat16 run 2.2x faster on 2
-CPU cores (`bench/elementwise_layers.py`), its train step 1.04x.
+CPU cores (`bench/elementwise_layers.py`), its train step 1.04x; on the H200, 0.372 against
+0.471 ms, and ViT-S/16's train step went from 8,993 to 9,713 img/s.
 
 Computed in float32 at least and rounded once at the end, as PyTorch computes a bfloat16 GELU:
 within 2^-8 of the exact value in bfloat16, where `jax.nn.gelu`'s bfloat16 arithmetic strays to

@@ -243,7 +243,7 @@ class Beit(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     # One patch at least; every block's tokens as features; timm's `group_matcher`, EVA's.
     min_image_size = Eva02.min_image_size

@@ -162,7 +162,7 @@ class Cait(nn.Module):
     # 'xla' or 'cudnn' force. The talking heads are always computed explicitly.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

@@ -134,7 +134,7 @@ class ConvNeXt(nn.Module):
     grn: bool = False  # ConvNeXt V2's global response normalisation in every block's MLP
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -213,7 +213,7 @@ class ConvNeXtStage(nn.Module):
     drop_path_rates: tuple[float, ...]
     downsample: bool = True
     grn: bool = False
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:

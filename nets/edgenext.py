@@ -117,7 +117,7 @@ class EdgeNeXtStage(nn.Module):
     mlp_ratio: int = 4
     layer_scale_init_value: float = 1e-6
     norm_epsilon: float = 1e-6
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -185,7 +185,7 @@ class EdgeNeXt(nn.Module):
     mlp_ratio: int = 4
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     feature_strides = ConvNeXt.feature_strides
     layer_id = ConvNeXt.layer_id  # timm's group_matcher is ConvNeXt's

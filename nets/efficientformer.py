@@ -188,7 +188,7 @@ class Stage(nn.Module):
     layer_scale_init_value: float = 1e-5
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -283,7 +283,7 @@ class EfficientFormer(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
     resize_with: ClassVar[str] = "attention_resolution"

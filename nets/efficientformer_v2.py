@@ -236,7 +236,7 @@ class Stage(nn.Module):
     attention: ModuleDef | None = None
     num_vit: int = 0
     layer_scale_init_value: float = 1e-5
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -285,7 +285,7 @@ class EfficientFormerV2(nn.Module):
     drop_path_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
     resize_with: ClassVar[str] = "default_image_size"

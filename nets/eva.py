@@ -232,7 +232,7 @@ class Eva02(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

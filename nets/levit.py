@@ -231,7 +231,7 @@ class Levit(nn.Module):
     padding: PaddingLike = "SYMMETRIC"  # of the stem's convolutions: PyTorch's, the weights'
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -314,7 +314,7 @@ class Stage(nn.Module):
     norm: ModuleDef
     downsample_heads: int = 0
     drop_path_rate: float = 0.0
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:

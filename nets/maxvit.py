@@ -292,7 +292,7 @@ class MaxViTStage(nn.Module):
     drop_path_rates: tuple[float, ...]
     mbconv: ModuleDef
     attention: ModuleDef
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -348,7 +348,7 @@ class MaxViT(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def partition(self) -> Window:
         """The windows' and the grid's size, the same in every stage (timm's `window_size` and

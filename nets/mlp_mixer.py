@@ -205,7 +205,7 @@ class MlpMixer(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON  # the blocks' and final LayerNorms ('mixer', 'gated')
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     # ViT's: every block's tokens on the patch grid are timm's `feature_info`
     # (`nets.features`); timm's `group_matcher` gives the patch embedding depth 0, `blocks_i`

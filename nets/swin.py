@@ -249,7 +249,7 @@ class SwinStage(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
-    remat: bool = False
+    remat: bool | str = False
     block: ModuleDef = SwinBlock  # Swin V2's blocks and merging are others (nets.swinv2)
     merging: ModuleDef = PatchMerging
 
@@ -320,7 +320,7 @@ class SwinTransformer(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

@@ -234,7 +234,7 @@ class TinyVit(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -330,7 +330,7 @@ class Stage(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
-    remat: bool = False
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:

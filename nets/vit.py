@@ -316,7 +316,7 @@ class VisionTransformer(nn.Module):
     # The final LayerNorm after the pooling (`fc_norm`) instead of before it (`norm`); None:
     # timm's rule, after it for 'avg' pooling only.
     fc_norm: bool | None = None
-    remat: bool = False  # each block's activations recomputed in the backward pass, not kept
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

@@ -89,6 +89,7 @@ from nets import (
 )
 from nets import features as pyramid
 from nets.features import FeatureInfo
+from nets.layers.remat import checkpoint_policy
 
 if TYPE_CHECKING:
     import nets_nnx
@@ -938,6 +939,8 @@ def get_network_fn(
             f"{name} got unexpected keyword argument(s) {', '.join(map(repr, unknown))}{hint}; "
             f"its constructor fields are: {', '.join(fields)}"
         )
+    if kwargs.get("remat"):  # here, not at the first trace inside `init`
+        checkpoint_policy(kwargs["remat"])
     num_classes = None if num_classes is None else int(num_classes)
     module = networks_map[name](num_classes=num_classes, **kwargs)
     return NetworkFn(

@@ -105,8 +105,9 @@ def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
     )
     try:
         networks = Networks(build(is_training=True), build(is_training=False))
-    except ValueError as e:
-        raise UserError(f"model.name: {e}") from None
+    except ValueError as e:  # an unknown name, or a field's value (remat's)
+        key = "model.kwargs" if model.name in nets_factory.networks_map else "model.name"
+        raise UserError(f"{key}: {e}") from None
     except TypeError as e:
         raise UserError(f"model.kwargs: {e}") from None
     check_types(type(networks.train.module), kwargs, "model.kwargs")

@@ -252,8 +252,8 @@ def test_a_policy_keeps_what_it_names_and_no_more():
     assert resnet[True] < resnet["dots_saveable"] < resnet[False]
 
 
-def test_an_unknown_policy_names_the_valid_ones():
+def test_an_unknown_policy_names_the_valid_ones_when_the_network_is_built():
     with pytest.raises(
         ValueError, match="remat='dots'.*True.*'dots_saveable', 'dots_with_no_batch_dims_saveable'"
     ):
-        parts("resnet50", "dots")
+        nets_factory.get_network_fn("resnet50", 10, remat="dots")

@@ -131,6 +131,7 @@ def test_mean_and_std_need_one_value_per_channel():
             "resnet50",
         ),
         ("model.kwargs.depth=3", "model.kwargs: resnet20 got unexpected keyword argument", "depth"),
+        ("model.kwargs.remat=dots", "model.kwargs: remat='dots': use True", "dots_saveable"),
     ],
 )
 def test_an_unknown_network_or_field_names_the_key(override, message, named):

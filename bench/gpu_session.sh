@@ -31,8 +31,9 @@
 # f. the GPU table beside PyTorch's, ResNet-20 only (item 4; the other rows take minutes)
 # g. the fast tier of the tests on the GPU (item 5; run on 2026-11-27: 146 s), stopped at its
 #    time limit with a summary
-# h. what remat=True saves on the GPU: ViT-B/16 and ResNet-50, memory and step time (not asked
-#    by an issue)
+# h. what remat saves on the GPU: ViT-B/16 and ResNet-50, memory and step time, each block
+#    recomputed whole and with its products' outputs kept (its two policies; not asked by an
+#    issue)
 # p. load_pretrained's tests of the slow tier on the GPU (item 5: does parity hold there at full
 #    precision?), stopped at its time limit with a summary
 #
@@ -120,4 +121,5 @@ part g 270 "the fast tier on the GPU" \
     "XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q \
      -p no:cacheprovider -rfEs"
 part h 150 "remat's memory and time on the GPU" \
-    "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 --time 10"
+    "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 \
+     --remat true dots_saveable dots_with_no_batch_dims_saveable --time 10"

@@ -46,6 +46,7 @@ from nets.layers import (
     SqueezeExcite,
     avg_pool,
     batch_norm,
+    checkpointed,
     classify,
     drop_path,
     global_avg_pool,
@@ -240,6 +241,7 @@ class CspNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.leaky_relu
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def stem_conv_strides(self) -> list[int]:
         """timm's rule: the first strided; at 4 without the pool, the last too."""
@@ -300,8 +302,10 @@ class CspNet(nn.Module):
             for field in ("widths", "groups", "block_ratio", "bottle_ratio", "expand_ratio")
         }
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.depths)))
+        # timm has no checkpointing here: the unit is each stage's residual block, as in ResNet;
+        # the downsampling, expansion and transitions around the blocks are not recomputed.
         block = partial(
-            self.block,
+            checkpointed(self.block, self.remat),
             layer=layer,
             conv=conv,
             act=self.act,

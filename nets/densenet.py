@@ -32,6 +32,7 @@ from nets.layers import (
     ModuleDef,
     avg_pool,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     max_pool,
@@ -66,11 +67,15 @@ class DenseBlock(nn.Module):
     conv: ModuleDef
     norm: ModuleDef
     act: Callable
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        # timm's unit, the dense layer: timm recomputes its first half (the BatchNorm and 1x1 over
+        # the concatenated features, the part that grows with depth), we the whole layer.
+        layer = checkpointed(DenseLayer, self.remat)
         for i in range(self.num_layers):
-            x = DenseLayer(
+            x = layer(
                 self.growth_rate,
                 self.bn_size,
                 self.conv,
@@ -117,6 +122,7 @@ class DenseNet(nn.Module):
     # PyTorch's BatchNorm epsilon, as torchvision's and timm's weights were trained; Keras's
     # DenseNet has 1.001e-5 (`nets_weights/densenet.py`).
     bn_epsilon: float = TORCH.epsilon
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -145,7 +151,12 @@ class DenseNet(nn.Module):
 
         for i, num_layers in enumerate(self.block_config):
             x = DenseBlock(
-                num_layers, self.growth_rate, self.bn_size, **layer_args, name=f"denseblock{i + 1}"
+                num_layers,
+                self.growth_rate,
+                self.bn_size,
+                **layer_args,
+                remat=self.remat,
+                name=f"denseblock{i + 1}",
             )(x)
             end_points[f"denseblock{i + 1}"] = x
             if i < len(self.block_config) - 1:

@@ -30,7 +30,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool, max_pool
+from nets.layers import (
+    TORCH,
+    Conv,
+    ModuleDef,
+    batch_norm,
+    checkpointed,
+    classify,
+    global_avg_pool,
+    max_pool,
+)
 from nets.layers.conv_norm_act import ConvNormAct
 
 
@@ -168,6 +177,7 @@ class DLA(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: `level1` (stride 2) .. `level5` (32)."""
@@ -178,12 +188,13 @@ class DLA(nn.Module):
         conv = partial(self.conv, use_bias=False, padding=self.padding, dtype=self.dtype)
         norm = batch_norm(TORCH, train, self.dtype)
         layer = {"conv": conv, "norm": norm, "act": self.act}
+        # timm has no checkpointing here: the units are each residual block and each root (whose
+        # input, the tree's children concatenated, is the widest map a tree makes).
+        block = checkpointed(self.block, self.remat)
         tree = partial(
             DlaTree,
-            block=partial(
-                self.block, cardinality=self.cardinality, base_width=self.base_width, **layer
-            ),
-            root=partial(DlaRoot, shortcut=self.shortcut_root, **layer),
+            block=partial(block, cardinality=self.cardinality, base_width=self.base_width, **layer),
+            root=partial(checkpointed(DlaRoot, self.remat), shortcut=self.shortcut_root, **layer),
             project=partial(
                 ConvNormAct,
                 kernel_size=1,

@@ -40,6 +40,7 @@ from nets.layers import (
     ConvNormAct,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     max_pool,
@@ -142,6 +143,7 @@ class DPN(nn.Module):
     # authors' MXNet ones) were trained; 'SAME' and 1e-5 compute other functions with them.
     padding: str = "SYMMETRIC"
     bn_epsilon: float = 1e-3
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem convolution's map, then each stage's output."""
@@ -164,7 +166,10 @@ class DPN(nn.Module):
         end_points["conv1_1"] = x
         x = end_points["stem"] = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
 
-        block = partial(DualPathBlock, conv=conv, norm=norm, act=self.block_act, groups=self.groups)
+        # timm has no checkpointing here: the unit is the dual path block, ResNeXt's and
+        # DenseNet's at once.
+        block = checkpointed(DualPathBlock, self.remat)
+        block = partial(block, conv=conv, norm=norm, act=self.block_act, groups=self.groups)
         block = partial(block, separate_outputs=self.separate_outputs)
         for i, (depth, increment) in enumerate(zip(self.depths, self.increments, strict=True)):
             widths = {

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.ghostnet import upsample_nearest
-from nets.layers import TORCH, Conv, ModuleDef, batch_norm, classify, global_avg_pool
+from nets.layers import TORCH, Conv, ModuleDef, batch_norm, checkpointed, classify, global_avg_pool
 from nets.layers.conv_norm_act import ConvNormAct
 from nets.resnet import BottleneckResNetBlock, ResNetBlock
 
@@ -109,6 +109,7 @@ class HRNet(nn.Module):
     padding: Any = "SYMMETRIC"  # timm's; 'SAME' computes another function with its weights
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem (stride 2), then the widened branches (4 .. 32)."""
@@ -136,14 +137,17 @@ class HRNet(nn.Module):
             kind: partial(block, conv=conv, norm=norm, act=nn.relu)
             for kind, (block, _) in BLOCKS.items()
         }
+        # timm has no checkpointing here: the units are the residual blocks of layer1 and of the
+        # modules' branches; the transitions, fusions and head (its bottlenecks too) are not.
+        units = {kind: checkpointed(block, self.remat) for kind, block in blocks.items()}
         for b in range(self.layer1.blocks[0]):
-            x = blocks[self.layer1.block](self.layer1.widths[0], name=f"layer1_{b}")(x)
+            x = units[self.layer1.block](self.layer1.widths[0], name=f"layer1_{b}")(x)
         xs = [x]
         end_points["layer1"] = x
         for s, stage in enumerate(self.stages, 2):
             xs = self._transition(xs, stage, cna, f"transition{s - 1}")
             for m in range(stage.modules):
-                module = HighResolutionModule(stage, blocks[stage.block], cna, name=f"stage{s}_{m}")
+                module = HighResolutionModule(stage, units[stage.block], cna, name=f"stage{s}_{m}")
                 xs = module(xs)
             end_points |= {f"stage{s}_{i}": y for i, y in enumerate(xs)}
         y = None

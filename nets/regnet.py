@@ -40,6 +40,7 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     make_divisible,
@@ -179,6 +180,7 @@ class RegNet(nn.Module):
     # timm's weights were trained; Keras's RegNets pad TensorFlow's 'SAME' (one pixel at the
     # bottom and right only where a stride-2 layer sees an even map: `nets_weights/regnet.py`).
     padding: str = "SYMMETRIC"
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -206,8 +208,9 @@ class RegNet(nn.Module):
             self.stem_width, 3, conv, norm, self.act, strides=2, padding=self.padding, name="stem"
         )(jnp.asarray(x, self.dtype))
         end_points["stem"] = x
+        # timm's unit: each stage's blocks (`checkpoint_seq` over `b1`, `b2`, ...).
         block = partial(
-            Bottleneck,
+            checkpointed(Bottleneck, self.remat),
             conv=conv,
             norm=norm,
             act=self.act,

@@ -17,6 +17,7 @@ import pytest
 
 import nets_factory
 from nets.efficientnet import V2_S
+from nets.hrnet import StageDef
 from nets.layers.remat import POLICIES
 from nets.mobilevit import Stage
 from tests.helpers import XLA_CONVS, equations
@@ -161,6 +162,75 @@ TINY = {
     "ghostnetv2_100": ({**GHOSTNET, **XLA_CONVS}, 5, 52),
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},
+        3,
+        32,
+    ),
+    # RegNet-Y: a stage of one strided block (its projection), one of two (an identity
+    # shortcut after the strided one); squeeze-excite gates.
+    "regnet_y_400mf": (
+        {"w0": 8, "wa": 4.0, "wm": 2.0, "depth": 3, "group_width": 8, "stem_width": 8, **XLA_CONVS},
+        3,
+        32,
+    ),
+    # A dense layer in each of two dense blocks, a transition between them.
+    "densenet121": (
+        {
+            "block_config": (1, 1),
+            "growth_rate": 4,
+            "num_init_features": 8,
+            "bn_size": 2,
+            **XLA_CONVS,
+        },
+        2,
+        32,
+    ),
+    # Four one-level trees: two basic blocks each (the first projecting its shortcut where the
+    # width changes) and a root adding its first child back (DLA-102's), three of them level
+    # roots (the pooled input a child). The bottlenecks are checkpointed by the same line.
+    "dla34": (
+        {"levels": (1,) * 6, "channels": (4, 4, 8, 8, 16, 16), "shortcut_root": True, **XLA_CONVS},
+        12,
+        32,
+    ),
+    # The b networks' blocks: a projection at stride 1, one at stride 2, then a plain block.
+    "dpn68b": (
+        {
+            "depths": (1, 2),
+            "increments": (4, 4),
+            "inner_width": 8,
+            "groups": 2,
+            "stem_features": 8,
+            **XLA_CONVS,
+        },
+        3,
+        32,
+    ),
+    # CSPResNet's cross stages of bottlenecks with squeeze-excite and stochastic depth (DarkNet's
+    # and CS3's stages, Dark and Edge blocks, are checkpointed by the same line).
+    "cspresnet50": (
+        {
+            "depths": (1, 2),
+            "widths": (16, 32),
+            "strides": (1, 2),
+            "stem_widths": (8,),
+            "se_ratio": 0.25,
+            "drop_path_rate": 0.1,
+            **XLA_CONVS,
+        },
+        3,
+        32,
+    ),
+    # layer1's bottleneck, then a module of two branches of one basic block each (the fusion,
+    # the transitions and the head's bottlenecks are not checkpointed).
+    "hrnet_w18_small": (
+        {
+            "stem_width": 8,
+            "layer1": StageDef(1, (1,), (4,), "BOTTLENECK"),
+            "stages": (StageDef(1, (1, 1), (4, 8)),),
+            "head_widths": (2, 4),
+            "num_features": 16,
+            **XLA_CONVS,
+        },
         3,
         32,
     ),

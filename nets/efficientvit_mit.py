@@ -53,7 +53,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from nets.layers import TORCH, Conv, ConvNormAct, ModuleDef, batch_norm, classify, global_avg_pool
+from nets.layers import (
+    TORCH,
+    Conv,
+    ConvNormAct,
+    ModuleDef,
+    batch_norm,
+    checkpointed,
+    classify,
+    global_avg_pool,
+)
 from nets.layers.padding import PaddingLike
 
 BLOCK_KINDS = ("ds", "conv", "mb", "fused")
@@ -207,6 +216,7 @@ class EfficientViT(nn.Module):
     # timm's: PyTorch's symmetric padding; BatchNorm's and LayerNorm's epsilon (L: 1e-7).
     padding: str = "SYMMETRIC"
     bn_epsilon: float = TORCH.epsilon
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the four stages."""
@@ -242,17 +252,21 @@ class EfficientViT(nn.Module):
             kind = "conv" if self.large else "ds"
             x = LocalBlock(self.widths[0], kind, **common, name=f"stem_res{j}")(x)
         end_points = {"stem": x}
+        # timm checkpoints whole stages, which here are no modules (their blocks' names are flat
+        # at the top): each stage block is one checkpoint, the strided first too; the stem's none.
+        local = checkpointed(LocalBlock, self.remat)
+        attention = checkpointed(EfficientViTBlock, self.remat)
         for i, (width, depth) in enumerate(zip(self.widths[1:], self.depths[1:], strict=True)):
             for j, block in enumerate(self.stage_blocks(i, depth)):
                 name = f"stages_{i}_blocks_{j}"
                 if isinstance(block, tuple):
                     kind, expansion, fewer = block
-                    x = LocalBlock(
+                    x = local(
                         width, kind, **common, expansion=expansion, strides=2 if j == 0 else 1,
                         fewer_norm=fewer, residual=j > 0, name=name,
                     )(x)  # fmt: skip
                 else:
-                    x = EfficientViTBlock(self.head_dim, block, **common, name=name)(x)
+                    x = attention(self.head_dim, block, **common, name=name)(x)
             end_points[f"stages_{i}"] = x
         x = end_points["head"] = layer(self.head_widths[0], 1, name="head_in_conv")(x)
         x = end_points["global_pool"] = global_avg_pool(x)

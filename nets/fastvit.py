@@ -54,6 +54,7 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    checkpointed,
     classify,
     drop_path,
     gelu,
@@ -281,7 +282,7 @@ class FastVitBlock(nn.Module):
 
 class FastVitStage(nn.Module):
     """`downsample` (a `PatchEmbed`, all stages but the first), `pos_emb` (a `RepCPE`, if any),
-    then `blocks_{j}`."""
+    then `blocks_{j}`, each recomputed in the backward pass when `remat` (timm's checkpoints)."""
 
     features: int
     depth: int
@@ -289,6 +290,7 @@ class FastVitStage(nn.Module):
     patch_embed: ModuleDef | None
     pos_emb: ModuleDef | None
     drop_path_rates: tuple[float, ...]
+    remat: bool | str = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -296,8 +298,9 @@ class FastVitStage(nn.Module):
             x = self.patch_embed(self.features, name="downsample")(x)
         if self.pos_emb is not None:
             x = self.pos_emb(name="pos_emb")(x)
+        block = checkpointed(self.block, self.remat, takes_train=True)
         for j in range(self.depth):
-            x = self.block(drop_path_rate=self.drop_path_rates[j], name=f"blocks_{j}")(x, train)
+            x = block(drop_path_rate=self.drop_path_rates[j], name=f"blocks_{j}")(x, train)
         return x
 
 
@@ -330,6 +333,7 @@ class FastVit(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem."""
@@ -395,6 +399,7 @@ class FastVit(nn.Module):
                 patch_embed if i > 0 else None,
                 partial(RepCPE, conv, deploy=self.deploy) if self.pos_embs[i] else None,
                 tuple(rates[start : start + depth]),
+                self.remat,
                 name=f"stages_{i}",
             )(x, train)
             end_points[f"stages_{i}"] = x

@@ -45,6 +45,7 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    checkpointed,
     gelu,
     global_avg_pool,
     make_divisible,
@@ -189,6 +190,7 @@ class RepVit(nn.Module):
     dropout_rate: float = 0.0  # of the pooled features, before both heads (timm's drop_rate)
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output."""
@@ -223,8 +225,10 @@ class RepVit(nn.Module):
         x = end_points["stem"] = Stem(
             self.embed_dims[0], partial(layer, strides=2), gelu, divisors=(2, 1), name="stem"
         )(x)
+        # timm's checkpoints: each stage, its downsampling with it (`checkpoint_seq(stages)`).
+        stage = checkpointed(Stage, self.remat)
         for i, (width, depth) in enumerate(zip(self.embed_dims, self.depths, strict=True)):
-            x = end_points[f"stages_{i}"] = Stage(
+            x = end_points[f"stages_{i}"] = stage(
                 width,
                 depth,
                 layer,

@@ -157,9 +157,9 @@ TINY = {
         3,
         32,
     ),
-    # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     # Ghost bottlenecks with V2's attention (the parity fixtures' five-block table).
     "ghostnetv2_100": ({**GHOSTNET, **XLA_CONVS}, 5, 52),
+    # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},
         3,
@@ -234,6 +234,32 @@ TINY = {
         3,
         32,
     ),
+    # MIT's EfficientViT-B: per stage its strided MBConv, then a residual MBConv (stage 0), the
+    # attention block (stage 2); the stem's residual block is not checkpointed (timm's).
+    "efficientvit_b0": (
+        {
+            "widths": (8, 8, 8, 16, 16),
+            "depths": (1, 2, 1, 1, 0),
+            "head_dim": 8,
+            "head_widths": (16, 24),
+            **XLA_CONVS,
+        },
+        6,
+        32,
+    ),
+    # A RepMixer block, then an attention block after its position encoding (drop path's draws).
+    "fastvit_sa12": (
+        {
+            "depths": (1, 0, 0, 1),
+            "dims": (8, 8, 16, 32),
+            "drop_path_rate": 0.1,
+            **XLA_CONVS,
+        },
+        2,
+        32,
+    ),
+    # RepViT's stages, as timm's: gated and plain blocks, then the downsampling with a block.
+    "repvit_m0_9": ({"embed_dims": (8, 16), "depths": (2, 1), **XLA_CONVS}, 2, 32),
 }
 
 

@@ -27,7 +27,7 @@ from nets.inception_utils import (
     concat_branches,
     slim_head,
 )
-from nets.layers import ModuleDef
+from nets.layers import ModuleDef, checkpointed
 
 
 class ResidualBlock(nn.Module):
@@ -180,15 +180,17 @@ class InceptionResnetV2(AuxHeadInception):
             end_points[name] = y
             return y
 
-        block35 = functools.partial(ResidualBlock, _BLOCK35, b, scale=0.17)
+        # Each residual block and Mixed block is checkpointed (`b.remat`), not the Repeat scopes.
+        residual = checkpointed(ResidualBlock, self.remat)
+        block35 = functools.partial(residual, _BLOCK35, b, scale=0.17)
         x = record("Repeat", Repeat(block35, 10, "block35", name="Repeat")(x))
         x = record("Mixed_6a", _MIXED_6A(x, b))
-        block17 = functools.partial(ResidualBlock, _BLOCK17, b, scale=0.10)
+        block17 = functools.partial(residual, _BLOCK17, b, scale=0.10)
         x = record("PreAuxLogits", Repeat(block17, 20, "block17", name="Repeat_1")(x))
         x = record("Mixed_7a", _MIXED_7A(x, b))
-        block8 = functools.partial(ResidualBlock, _BLOCK8, b, scale=0.20)
+        block8 = functools.partial(residual, _BLOCK8, b, scale=0.20)
         x = Repeat(block8, 9, "block8", name="Repeat_2")(x)
-        x = ResidualBlock(_BLOCK8, b, activate=False, name="Block8")(x)
+        x = residual(_BLOCK8, b, activate=False, name="Block8")(x)
         x = record("Conv2d_7b_1x1", Conv2d("Conv2d_7b_1x1", 1536, 1)(x, b))
 
         return slim_head(self, x, end_points, b, train, "Logits", True, _AUX, "PreAuxLogits")

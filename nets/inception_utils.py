@@ -33,6 +33,7 @@ from nets.layers import (
     ModuleDef,
     avg_pool,
     batch_norm,
+    checkpointed,
     max_pool,
 )
 from nets.layers.padding import pair
@@ -71,12 +72,14 @@ class Builder:
     depth: the width function (Slim's `depth()`), applied to every `Conv2d` of a table.
     count_include_pad: whether `AvgPool` layers divide by the whole window (PyTorch's
       `avg_pool2d`) rather than by the pixels inside the input (TensorFlow's, Slim's).
+    remat: the network's `remat`, which each `Mixed` block after the stem takes (`run_layers`).
     """
 
     conv_bn: ModuleDef
     conv: ModuleDef
     depth: Callable[[int], int] = keep_depth
     count_include_pad: bool = False
+    remat: bool | str = False
 
 
 def slim_builder(
@@ -87,6 +90,7 @@ def slim_builder(
     batch_norm_scale: bool = False,
     count_include_pad: bool = False,
     bn_momentum: float = SLIM_INCEPTION.momentum,
+    remat: bool | str = False,
 ) -> Builder:
     """Slim's `inception_arg_scope` (and `inception_resnet_v2_arg_scope`, the same by default).
 
@@ -101,7 +105,9 @@ def slim_builder(
     conv_bn = functools.partial(
         ConvNormAct, conv=conv, norm=norm, act=nn.relu, norm_name="BatchNorm"
     )
-    return Builder(conv_bn=conv_bn, conv=conv, depth=depth, count_include_pad=count_include_pad)
+    return Builder(
+        conv_bn=conv_bn, conv=conv, depth=depth, count_include_pad=count_include_pad, remat=remat
+    )
 
 
 # Layers as data. Each is called as `layer(x, builder)` inside a module's compact method, so the
@@ -196,7 +202,8 @@ class Mixed:
     branches: tuple[tuple[Any, ...], ...]
 
     def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
-        return MixedBlock(self.branches, builder, name=self.name)(x)
+        block = checkpointed(MixedBlock, builder.remat)
+        return block(self.branches, builder, name=self.name)(x)
 
 
 def run_layers(
@@ -204,14 +211,18 @@ def run_layers(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Applies a network's table of named layers, recording each output under its Slim name.
 
-    `stem` names the layer whose output is also the `stem` end point.
+    `stem` names the layer whose output is also the `stem` end point. The layers up to it run
+    without `builder.remat`: a stem is not checkpointed (Inception v4's Mixed_3a..5a are its).
     """
     end_points = {}
+    body = builder
+    builder = dataclasses.replace(builder, remat=False)
     for layer in layers:
         x = layer(x, builder)
         end_points[layer.name] = x
         if layer.name == stem:
             end_points["stem"] = x
+            builder = body
     return x, end_points
 
 
@@ -260,6 +271,7 @@ class SlimInception(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_INCEPTION.momentum
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     # The feature pyramid (`nets.features`): end_point -> stride, the deepest map at each stride.
     pyramid: ClassVar[dict[str, int]] = {}
@@ -281,6 +293,7 @@ class SlimInception(nn.Module):
             batch_norm_scale=self.batch_norm_scale,
             count_include_pad=self.count_include_pad,
             bn_momentum=self.bn_momentum,
+            remat=self.remat,
         )
 
     def run(

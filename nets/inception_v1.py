@@ -38,6 +38,7 @@ from nets.layers import (
     ModuleDef,
     adaptive_avg_pool,
     batch_norm,
+    checkpointed,
     max_pool,
 )
 
@@ -194,6 +195,7 @@ class GoogLeNet(nn.Module):
     conv: ModuleDef = Conv
     depth_multiplier: float = 1.0
     min_depth: int = 16
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """The deepest map at each stride (`nets.features`)."""
@@ -224,12 +226,13 @@ class GoogLeNet(nn.Module):
         x = record("conv3", Conv2d("conv3", 192, 3, padding=1)(x, builder))
         x = record("maxpool2", pool(x, 3))
         end_points["stem"] = x
+        block = checkpointed(TorchInception, self.remat)
         for name in _TORCH_BODY:
             if name.startswith("maxpool"):
                 window = 2 if name == "maxpool4" else 3
                 x = record(name, pool(x, window))
                 continue
-            x = record(name, TorchInception(modules[name], builder, name=name)(x))
+            x = record(name, block(modules[name], builder, name=name)(x))
             # The auxiliary heads run while initialising even in eval mode, so that train and
             # eval variables always match; their logits are end points in training only.
             if name in _TORCH_AUX and with_aux and (train or self.is_initializing()):

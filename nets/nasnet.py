@@ -25,7 +25,15 @@ import jax
 import jax.numpy as jnp
 
 from nets.features import deepest_per_stride
-from nets.layers import BatchNormConvention, Conv, ModuleDef, batch_norm, classify, global_avg_pool
+from nets.layers import (
+    BatchNormConvention,
+    Conv,
+    ModuleDef,
+    batch_norm,
+    checkpointed,
+    classify,
+    global_avg_pool,
+)
 from nets.layers.drop_path import check_drop_path_rate
 from nets.layers.padding import smallest_input
 from nets.nasnet_cells import STRIDED_POOL_PADDINGS, AuxHead, Cell, CellSpec, slim_kernel_init
@@ -95,6 +103,7 @@ class NASNet(nn.Module):
     strided_pool_padding: str = "SAME"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -142,14 +151,23 @@ class NASNet(nn.Module):
         separate_reductions = len(reductions) if self.reduction_cell is not None else 0
         total_cells = self.num_cells + separate_reductions + num_stem_cells
 
-        def cell(spec, filter_scaling, strides, cell_num, name):
+        # The cells after the stem are checkpointed. Their mode is static (argument 3); so is a
+        # Python number's progress (the default 1.0), whose keep probability is then computed in
+        # float64 as without remat; train.py's schedule, an array, is traced.
+        progress_is_static = isinstance(drop_path_progress, int | float)
+        body_cell = checkpointed(
+            Cell, self.remat, static_argnums=(3, 4) if progress_is_static else (3,)
+        )
+
+        def cell(spec, filter_scaling, strides, cell_num, name, x, prev):
             # Slim scales drop-path by depth: (cell_num + 1) / total_cells reaches 1 at the top.
             rate = (cell_num + 1) / total_cells * self.drop_path_rate
             features = int(self.num_conv_filters * filter_scaling)
-            module = Cell(
+            block = Cell if cell_num < num_stem_cells else body_cell
+            module = block(
                 spec, features, strides, rate, conv, norm, self.strided_pool_padding, name=name
             )
-            return partial(module, train=train, drop_path_progress=drop_path_progress)
+            return module(x, prev, train, drop_path_progress)
 
         end_points = {}
         outputs = self._stem(jnp.asarray(x, self.dtype), cell, conv, norm)
@@ -166,16 +184,15 @@ class NASNet(nn.Module):
             prev = outputs[-2]
             if reduce and self.reduction_cell is not None:
                 r = reductions.index(i)
-                x = cell(self.reduction_cell, filter_scaling, 2, cell_num, f"reduction_cell_{r}")(
-                    x, prev
-                )
+                name = f"reduction_cell_{r}"
+                x = cell(self.reduction_cell, filter_scaling, 2, cell_num, name, x, prev)
                 end_points[f"Reduction_Cell_{r}"] = x
                 outputs.append(x)
                 cell_num += 1
                 if not self.skip_reduction_layer_input:
                     prev = outputs[-2]  # the reduction cell's own input
             strides = 2 if reduce and self.reduction_cell is None else 1
-            x = cell(self.normal_cell, filter_scaling, strides, cell_num, f"cell_{i}")(x, prev)
+            x = cell(self.normal_cell, filter_scaling, strides, cell_num, f"cell_{i}", x, prev)
             end_points[f"Cell_{i}"] = x
             outputs.append(x)
             cell_num += 1
@@ -210,9 +227,8 @@ class NASNet(nn.Module):
         stem_cell = self.normal_cell if self.reduction_cell is None else self.reduction_cell
         for i in range(2):
             scaling = self.filter_scaling_rate ** (i - 2)
-            outputs.append(
-                cell(stem_cell, scaling, 2, i, f"cell_stem_{i}")(outputs[-1], outputs[-2])
-            )
+            name = f"cell_stem_{i}"
+            outputs.append(cell(stem_cell, scaling, 2, i, name, outputs[-1], outputs[-2]))
         return outputs
 
 

@@ -48,6 +48,7 @@ from nets.layers import (
     ConvNormAct,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     max_pool,
@@ -131,6 +132,7 @@ class Xception(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -167,7 +169,9 @@ class Xception(nn.Module):
             activated = None
             if i > 1:
                 activated = end_points[f"block{i}_relu"] = nn.relu(x)
-            block = Block(width, reps, stride, grow_first, conv, norm, name=f"block{i}")
+            block = checkpointed(Block, self.remat)(
+                width, reps, stride, grow_first, conv, norm, name=f"block{i}"
+            )
             x = end_points[f"block{i}"] = block(x, activated)
 
         for name, bn, width in (("conv3", "bn3", self.widths[7]), ("conv4", "bn4", self.widths[8])):
@@ -281,6 +285,7 @@ class XceptionAligned(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -308,8 +313,9 @@ class XceptionAligned(nn.Module):
         else:
             layer = ConvNormAct(self.stem_widths[1], 3, conv, norm, nn.relu, 1, 1, name="stem_1")
             x = end_points["stem"] = layer(x)
+        block = checkpointed(AlignedModule, self.remat)  # timm's `checkpoint_seq(self.blocks)`
         for i, spec in enumerate(self.blocks):
-            x, tap = AlignedModule(spec, conv, norm, self.preact, name=f"blocks_{i}")(x)
+            x, tap = block(spec, conv, norm, self.preact, name=f"blocks_{i}")(x)
             end_points[f"block{i}"] = x
             if spec.stride > 1:
                 end_points[f"block{i}_tap"] = tap

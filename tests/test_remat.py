@@ -20,7 +20,8 @@ from nets.efficientnet import V2_S
 from nets.hrnet import StageDef
 from nets.layers.remat import POLICIES
 from nets.mobilevit import Stage
-from tests.helpers import XLA_CONVS, equations
+from nets.xception import AlignedBlock
+from tests.helpers import XLA_CONVS, equations, numpy_variables
 from tests.test_efficientformer import SMALL as EFFICIENTFORMER
 from tests.test_efficientformer_v2 import SMALL as EFFICIENTFORMER_V2
 from tests.test_pretrained_ghostnet import SMALL as GHOSTNET
@@ -260,6 +261,70 @@ TINY = {
     ),
     # RepViT's stages, as timm's: gated and plain blocks, then the downsampling with a block.
     "repvit_m0_9": ({"embed_dims": (8, 16), "depths": (2, 1), **XLA_CONVS}, 2, 32),
+    # The Inceptions have fixed tables: all their blocks, thinned (four in the slow tier, SLOW).
+    # GoogLeNet's nine Inception modules (torchvision's).
+    "googlenet": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 9, 32),
+    # Slim's Mixed blocks (v1-v4's and Inception-ResNet-v2's machinery): v2's eight and two
+    # strided ones; v3's eleven, at its smallest size without the auxiliary head.
+    "inception_v2": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 10, 32),
+    "inception_v3": (
+        {"depth_multiplier": 0.1, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
+        11,
+        75,
+    ),
+    # Inception-A/B/C and both reductions; the stem's Mixed_3a..5a are not checkpointed.
+    "inception_v4": (
+        {"depth_multiplier": 0.05, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
+        16,
+        75,
+    ),
+    # Mixed_5b, the 39 residual blocks of the three Repeat scopes, Mixed_6a and 7a, Block8.
+    "inception_resnet_v2": (
+        {"depth_multiplier": 0.05, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
+        43,
+        75,
+    ),
+    # The first entry block (its `activated` argument None), the other two, a middle block and
+    # the exit block.
+    "legacy_xception": (
+        {"widths": (4, 8, 8, 8, 16, 16, 16, 16, 16), "middle_blocks": 1, **XLA_CONVS},
+        5,
+        32,
+    ),
+    # Pre-activated aligned blocks: strided with a shortcut, the identity's, the last's (none).
+    "xception41p": (
+        {
+            "blocks": (
+                AlignedBlock((8, 8, 8), 2),
+                AlignedBlock((8, 8, 8)),
+                AlignedBlock((8, 16, 16), skip=False, start_with_relu=False),
+            ),
+            "stem_widths": (4, 8),
+            **XLA_CONVS,
+        },
+        3,
+        16,
+    ),
+    # A reduction and a normal cell after the ImageNet stem's two (not checkpointed); drop-path
+    # with the default progress, a static Python number.
+    "nasnet_mobile": (
+        {
+            "num_cells": 1,
+            "num_reduction_layers": 1,
+            "num_conv_filters": 4,
+            "drop_path_rate": 0.4,
+            "use_aux_head": False,
+            **XLA_CONVS,
+        },
+        2,
+        16,
+    ),
+    # PNASNet's cell, the first after the CIFAR stem (its older input None).
+    "pnasnet_mobile": (
+        {"stem_type": "cifar", "num_cells": 1, "num_reduction_layers": 0, **XLA_CONVS},
+        1,
+        16,
+    ),
 }
 
 
@@ -293,7 +358,13 @@ def residual_bytes(loss, variables) -> int:
     return sum(math.prod(a.shape) * a.dtype.itemsize for a in kept)
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+# Whole Inceptions (fixed tables) whose traces take seconds: in the slow tier.
+SLOW = ("googlenet", "inception_v3", "inception_v4", "inception_resnet_v2")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(TINY)]
+)
 def test_each_block_is_recomputed_under_its_own_names(name):
     _, plain, _ = parts(name, False)
     _, checkpointed, loss = parts(name, True)
@@ -332,6 +403,42 @@ def test_gradients_statistics_and_dropped_blocks_are_the_same():
         remat_gradient,
         gradient,
     )
+
+
+def test_nasnet_drops_the_same_paths_whether_its_progress_is_a_number_or_an_array():
+    # A cell's mode and a Python number's progress are static arguments of its checkpoint, so the
+    # keep probability 1 - 0.3 * 0.3 is computed in float64 as without remat (traced, it would
+    # round to another float32); an array's progress (train.py's schedule) is traced in both.
+    fns = [
+        nets_factory.get_network_fn(
+            "nasnet_cifar",
+            10,
+            is_training=True,
+            remat=remat,
+            num_cells=1,
+            num_reduction_layers=0,
+            num_conv_filters=4,
+            drop_path_rate=0.3,
+            **XLA_CONVS,
+        )
+        for remat in (False, True)
+    ]
+    images = jax.random.normal(jax.random.key(1), (4, 8, 8, 3))
+    variables = numpy_variables(jax.eval_shape(fns[0].init, jax.random.key(0), images))
+
+    def outputs(progress):
+        rngs = {"dropout": jax.random.key(2)}
+        return [
+            fn.apply(variables, images, drop_path_progress=progress, rngs=rngs, mutable=True)
+            for fn in fns
+        ]
+
+    # One program each (compiled: a quarter of the eager run's time), the number closed over.
+    for plain, checkpointed in (
+        jax.jit(lambda: outputs(0.3))(),
+        jax.jit(outputs)(jnp.float32(0.3)),
+    ):
+        jax.tree.map(np.testing.assert_array_equal, checkpointed, plain)
 
 
 def test_a_policy_keeps_what_it_names_and_no_more():

@@ -29,19 +29,27 @@ def checkpoint_policy(remat: bool | str):
     )
 
 
-def checkpointed(block: ModuleDef, remat: bool | str, takes_train: bool = False) -> ModuleDef:
+def checkpointed(
+    block: ModuleDef,
+    remat: bool | str,
+    takes_train: bool = False,
+    static_argnums: tuple[int, ...] = (),
+) -> ModuleDef:
     """`block` (a module class, or a partial over one) whose activations the backward pass
     recomputes from its input instead of keeping them, when `remat`: training holds one block's
     activations at a time, for about a third more compute (`jax.checkpoint`). A `remat` of
     `POLICIES` keeps what it names too and recomputes the rest ('dots_saveable': the
     convolutions' and matrix products' outputs, so only norms and activations run twice).
     Its parameters, names and values are the same. `takes_train`: its `__call__` is
-    `(x, train)`, the mode a Python bool."""
+    `(x, train)`, the mode a Python bool. `static_argnums`: the positions of its other Python
+    values among the call's arguments (`x` is 1; a mode elsewhere than 2, or more than a mode),
+    which `jax.checkpoint` would otherwise trace: every other one must be an array (or None)."""
     if not remat:
         return block
     remat_ = partial(
         nn.remat,
-        static_argnums=(2,) if takes_train else (),  # flax counts `self` as argument 0
+        # flax counts `self` as argument 0
+        static_argnums=((2,) if takes_train else ()) + tuple(static_argnums),
         policy=checkpoint_policy(remat),
     )
     if isinstance(block, partial):

@@ -43,6 +43,7 @@ from nets.layers import (
     InvertedResidual,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     make_divisible,
@@ -173,6 +174,7 @@ class MobileNet(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.997 suits ImageNet's long runs; short
     # ones (a few hundred steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_MOBILENET.momentum
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
@@ -215,7 +217,7 @@ class MobileNet(nn.Module):
         end_points = {"layer_1": x, "stem": x}
         n = len(self.blocks)
         for i, b in enumerate(self.blocks):
-            x = InvertedResidual(
+            x = checkpointed(InvertedResidual, self.remat)(
                 self.depth(b.filters),
                 b.expansion,
                 conv=conv,
@@ -230,7 +232,10 @@ class MobileNet(nn.Module):
                 name=f"expanded_conv_{i}" if i else "expanded_conv",
             )(x)
             end_points[f"layer_{i + 2}"] = x
-        x = layer(head, 1, name="Conv_1")(x)
+        # V3's `Conv_1` is the last of timm's blocks (`cn_r1_k1_s1_c960`), so `remat` recomputes
+        # it as timm's checkpointing does; V2's and EdgeTPU's is timm's `conv_head`, outside them.
+        head_block = checkpointed(layer, self.remat) if self.last_filters else layer
+        x = head_block(head, 1, name="Conv_1")(x)
         end_points[f"layer_{n + 2}"] = x
 
         x = global_avg_pool(x, keepdims=True)

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from nets.features import cumulative_strides, deepest_per_stride
@@ -21,6 +22,7 @@ from nets.layers import (
     ConvNormAct,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
 )
@@ -42,6 +44,35 @@ _SEPARABLE_LAYERS = (
     (2, 1024),
     (1, 1024),
 )
+
+
+class SeparableLayer(nn.Module):
+    """Slim's depthwise-separable layer `index`: a 3x3 depthwise convolution
+    (`Conv2d_<index>_depthwise`), then a 1x1 one to `filters` (`Conv2d_<index>_pointwise`), each
+    a `layer` (the network's `ConvNormAct`: BatchNorm, ReLU6). Returns both maps (end points).
+
+    The network shares its scope with it (`nn.share_scope`), so the two layers keep Slim's paths
+    beside the stem's while `remat` recomputes them as one block (timm's `dsa` block)."""
+
+    index: int
+    filters: int
+    strides: int
+    padding: PaddingLike  # of the depthwise convolution
+    layer: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """`[n, h, w, c]` -> `[n, h / strides, w / strides, c]`, `[..., filters]`."""
+        channels, name = x.shape[-1], f"Conv2d_{self.index}"
+        depthwise = self.layer(
+            channels,
+            3,
+            strides=self.strides,
+            padding=self.padding,
+            groups=channels,
+            name=f"{name}_depthwise",
+        )(x)
+        return depthwise, self.layer(self.filters, 1, name=f"{name}_pointwise")(depthwise)
 
 
 class MobileNetV1(nn.Module):
@@ -68,6 +99,7 @@ class MobileNetV1(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM.momentum
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -100,14 +132,13 @@ class MobileNetV1(nn.Module):
         x = layer(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
         end_points = {"Conv2d_0": x, "stem": x}
         for i, (strides, depth) in enumerate(_SEPARABLE_LAYERS, start=1):
-            channels = x.shape[-1]
-            name = f"Conv2d_{i}_depthwise"
             padding = self.downsample_padding if strides == 2 else "SAME"
-            x = layer(channels, 3, strides=strides, padding=padding, groups=channels, name=name)(x)
-            end_points[name] = x
-            name = f"Conv2d_{i}_pointwise"
-            x = layer(self.depth(depth), 1, name=name)(x)
-            end_points[name] = x
+            separable = checkpointed(SeparableLayer, self.remat)(
+                i, self.depth(depth), strides, padding, layer, name=f"Conv2d_{i}"
+            )
+            nn.share_scope(self, separable)  # its variables at Slim's paths (its docstring)
+            end_points[f"Conv2d_{i}_depthwise"], x = separable(x)
+            end_points[f"Conv2d_{i}_pointwise"] = x
 
         # Slim pools with a 7x7 VALID window (shrunk for smaller inputs): global at 224x224. We
         # always pool globally so that any input size gives `[batch, channels]` features.

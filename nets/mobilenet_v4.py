@@ -66,6 +66,7 @@ from nets.layers import (
     LayerScale,
     ModuleDef,
     batch_norm,
+    checkpointed,
     classify,
     gelu,
     global_avg_pool,
@@ -388,6 +389,7 @@ class MobileNetV4(nn.Module):
     padding: str = "SYMMETRIC"
     bn_epsilon: float = TORCH.epsilon
     bn_momentum: float = TORCH.momentum
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""
@@ -427,19 +429,21 @@ class MobileNetV4(nn.Module):
                 scale = {"layer_scale_init_value": self.layer_scale_init_value}
                 filters = self.width(b.filters)
                 if b.kind == "conv":
-                    x = layer(filters, b.kernel_size, strides=strides, name=name)(x)
+                    x = checkpointed(layer, self.remat)(
+                        filters, b.kernel_size, strides=strides, name=name
+                    )(x)
                 elif b.kind == "fused":
-                    x = FusedMBConv(
+                    x = checkpointed(FusedMBConv, self.remat)(
                         filters, b.expansion, **common, kernel_size=b.kernel_size,
                         strides=strides, **rate, name=name,
                     )(x)  # fmt: skip
                 elif b.kind == "uir":
-                    x = UniversalInvertedResidual(
+                    x = checkpointed(UniversalInvertedResidual, self.remat)(
                         filters, b.expansion, **common, start_kernel=b.start_kernel,
                         kernel_size=b.kernel_size, strides=strides, **scale, **rate, name=name,
                     )(x)  # fmt: skip
                 elif b.kind == "mqa":
-                    x = MobileMultiQueryAttention(
+                    x = checkpointed(MobileMultiQueryAttention, self.remat)(
                         filters, b.heads, b.key_dim, conv, norm, b.kernel_size, b.kv_stride,
                         self.padding, **scale, **rate, name=name,
                     )(x)  # fmt: skip

@@ -35,6 +35,7 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    checkpointed,
     classify,
     global_avg_pool,
     make_divisible,
@@ -117,6 +118,7 @@ class RepVGG(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -137,8 +139,11 @@ class RepVGG(nn.Module):
         x = end_points["stem"] = block(self.stem_width, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
+        # The stages' blocks, not the stem, are recomputed in the backward pass (timm checkpoints
+        # whole stages; one block at a time keeps less, as MobileViT's here).
+        stage_block = checkpointed(block, self.remat)
         for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
-            x = Stage(width, depth, block, self.groups, name=f"stages_{i}")(x)
+            x = Stage(width, depth, stage_block, self.groups, name=f"stages_{i}")(x)
             end_points[f"stages_{i}"] = x
         return classify(
             global_avg_pool(x),

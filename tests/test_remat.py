@@ -19,6 +19,8 @@ import nets_factory
 from nets.efficientnet import V2_S
 from nets.hrnet import StageDef
 from nets.layers.remat import POLICIES
+from nets.mobilenet import BlockDef
+from nets.mobilenet_v4 import cn, er, mqa, uir
 from nets.mobilevit import Stage
 from nets.xception import AlignedBlock
 from tests.helpers import XLA_CONVS, equations, numpy_variables
@@ -324,6 +326,44 @@ TINY = {
         {"stem_type": "cifar", "num_cells": 1, "num_reduction_layers": 0, **XLA_CONVS},
         1,
         16,
+    ),
+    # Inverted residuals: V3's without expansion (squeeze-excite), EdgeTPU's fused one, a 5x5
+    # hard-swish one with squeeze-excite; V3's `Conv_1` (timm's last block) is the fourth.
+    "mobilenet_v3_small": (
+        {
+            "blocks": (
+                BlockDef(1, 16, 3, 2, se=True),
+                BlockDef(4, 16, 3, fused=True),
+                BlockDef(3, 16, 5, se=True, hswish=True),
+            ),
+            "head_filters": 16,
+            "last_filters": 16,
+            "depth_multiplier": 0.5,
+            **XLA_CONVS,
+        },
+        4,
+        32,
+    ),
+    # Slim's 13 depthwise-separable layers, each pair one block (their variables at the top).
+    "mobilenet_v1": ({"depth_multiplier": 0.125, **XLA_CONVS}, 13, 16),
+    # One block of each kind: a Fused IB, a UIB, Mobile MQA (keys and values downsampled, layer
+    # scale, drop path), a plain convolution (timm's `cn` blocks).
+    "mobilenetv4_hybrid_medium": (
+        {
+            "stages": ((er(16, 3, 2, 2), uir(16, 3, 3, 2, 2)), (mqa(16, 2, 8, 2), cn(16, 1))),
+            "head_filters": 16,
+            "drop_path_rate": 0.1,
+            **XLA_CONVS,
+        },
+        4,
+        32,
+    ),
+    # The strided first blocks of the four stages and a grouped one with the identity branch,
+    # each with d2se's squeeze-excite; the stem (a block too) is not recomputed.
+    "repvgg_d2se": (
+        {"depths": (2, 1, 1, 1), "width_factors": (0.125,) * 4, "stem_width": 8, "groups": 2},
+        5,
+        32,
     ),
 }
 

@@ -500,3 +500,18 @@ def test_an_unknown_policy_names_the_valid_ones_when_the_network_is_built():
         ValueError, match="remat='dots'.*True.*'dots_saveable', 'dots_with_no_batch_dims_saveable'"
     ):
         nets_factory.get_network_fn("resnet50", 10, remat="dots")
+
+
+def test_every_network_built_of_blocks_takes_remat():
+    # No blocks: the plain stacks of layers. MSRA's EfficientViT names its blocks' layers flat
+    # (timm's weights' keys), where a checkpointed block would be a scope of its own.
+    without = {"alexnet", "alexnet_v2", "cifarnet", "lenet", "overfeat"}
+    without |= {
+        name for name in nets_factory.networks_map if name.startswith(("vgg", "efficientvit_m"))
+    }
+    lacking = {
+        name
+        for name in nets_factory.networks_map
+        if "remat" not in nets_factory.constructor_fields(name)
+    }
+    assert lacking == without

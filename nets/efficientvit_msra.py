@@ -45,6 +45,7 @@ from nets.layers import (
     ModuleDef,
     SqueezeExcite,
     batch_norm,
+    checkpointed,
     global_avg_pool,
     make_divisible,
 )
@@ -142,6 +143,30 @@ class PatchMerging(nn.Module):
         return self.layer(self.features, 1, name="conv3")(x)
 
 
+class EfficientViTBlock(nn.Module):
+    """timm's `EfficientVitBlock` `name`: a depthwise residual and a feed-forward, the local
+    window attention, then the two again. The network shares its scope with it
+    (`nn.share_scope`), so its layers keep timm's flat paths (`{name}_dw0`, `{name}_mixer`, ...)
+    while `remat` recomputes them as one block."""
+
+    prefix: str
+    window_size: int
+    heads: int
+    key_dim: int
+    kernels: Sequence[int]
+    layer: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        block, layer = self.prefix, self.layer
+        x = feed_forward(layer, depthwise(layer, x, f"{block}_dw0"), f"{block}_ffn0")
+        mixer = LocalWindowAttention(
+            self.window_size, self.heads, self.key_dim, self.kernels, layer, name=f"{block}_mixer"
+        )
+        x = x + mixer(x)
+        return feed_forward(layer, depthwise(layer, x, f"{block}_dw1"), f"{block}_ffn1")
+
+
 class EfficientViTMsra(nn.Module):
     """MSRA's EfficientViT: three stages `embed_dims` wide of `depths` blocks with `num_heads`
     heads, keys of `key_dim`, the heads' query kernels `kernels`, windows of `window_size`.
@@ -164,6 +189,7 @@ class EfficientViTMsra(nn.Module):
     conv: ModuleDef = Conv
     padding: str = "SYMMETRIC"  # PyTorch's, the weights'
     bn_epsilon: float = TORCH.epsilon
+    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the three stages."""
@@ -194,13 +220,11 @@ class EfficientViTMsra(nn.Module):
                 x = feed_forward(layer, depthwise(layer, x, f"{down}_res2_0"), f"{down}_res2_1")
             for j in range(depth):
                 block = f"{prefix}_blocks_{j}"
-                x = feed_forward(layer, depthwise(layer, x, f"{block}_dw0"), f"{block}_ffn0")
-                mixer = LocalWindowAttention(
-                    self.window_size, heads, self.key_dim, self.kernels, layer,
-                    name=f"{block}_mixer",
-                )  # fmt: skip
-                x = x + mixer(x)
-                x = feed_forward(layer, depthwise(layer, x, f"{block}_dw1"), f"{block}_ffn1")
+                module = checkpointed(EfficientViTBlock, self.remat)(
+                    block, self.window_size, heads, self.key_dim, self.kernels, layer, name=block
+                )
+                nn.share_scope(self, module)  # its layers at timm's flat paths (its docstring)
+                x = module(x)
             end_points[prefix] = x
         x = end_points["pre_logits"] = global_avg_pool(x)
         if not self.num_classes:

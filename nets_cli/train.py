@@ -89,6 +89,13 @@ def main(argv: list[str]) -> None:
         common.fail(str(e), getattr(e, "exit_code", 2))
     except OSError as e:  # writing the workdir's files: a full disk, a read-only one
         common.fail(f"{e.filename or 'writing'}: {e.strerror or e}", 1)
+    except Exception as e:
+        from nets_training import loop, out_of_memory
+
+        if not out_of_memory.is_out_of_memory(e):
+            raise
+        line = out_of_memory.explain(e, cfg, loop.compute_dtype(cfg.model.dtype))
+        common.fail(f"{line}. {kept_checkpoint(workdir)}", 1)
 
 
 def start_jax() -> None:
@@ -123,6 +130,17 @@ def stopped(workdir: str) -> str:
         f"{common.program()}: SIGINT: stopped at once; the last checkpoint is step {last} in "
         f"{Path(workdir) / 'checkpoints'}; to resume, run: {resume_command(workdir)}"
     )
+
+
+def kept_checkpoint(workdir: str) -> str:
+    """What a run that failed left to resume from."""
+    from nets_training import checkpoint
+
+    folder = Path(workdir) / "checkpoints"
+    last = checkpoint.newest_complete_step(folder)
+    if last is None:
+        return "No checkpoint was saved"
+    return f"The last complete checkpoint is step {last} in {folder}"
 
 
 def resume_command(workdir: str) -> str:

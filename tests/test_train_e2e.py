@@ -10,6 +10,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -369,6 +370,21 @@ def test_bad_input_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path, cache, se
     assert result.stderr.startswith(f"train.py: {message}")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert not list(tmp_path.iterdir())  # the workdir: a failed start leaves nothing in it
+
+
+def test_out_of_memory_is_one_line_that_says_what_needs_less(tmp_path, cache):
+    # ResNet-20 two million filters wide: XLA:CPU cannot allocate its parameters (petabytes,
+    # past any address space, whatever the host's overcommit), as a GPU cannot a batch too large
+    # for it; the first step's wait is where XLA says so.
+    result = train(tmp_path, cache, "model.kwargs.num_filters=2000000", "train.steps=2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]  # after the progress bar
+    size = r"[\d,]+\.\d GiB"
+    assert re.match(rf"train.py: out of memory on cpu; XLA could not allocate {size}\.", line)
+    assert "a smaller data.batch_size (now " in line and "model.kwargs.remat=true" in line
+    assert line.endswith(
+        "model.dtype=bfloat16 (activations in half the bytes). No checkpoint was saved"
+    )
 
 
 def test_resuming_with_another_class_count_says_what_changed_and_changes_nothing(cache, one_step):

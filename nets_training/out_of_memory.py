@@ -28,8 +28,9 @@ def gib(size: float) -> str:
 
 def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
     """The line for `error`: the device, how much XLA asked for and how much the device holds
-    (where XLA says), then the settings of `config` that need less memory: a smaller batch,
-    gradient checkpointing, bfloat16 activations, whichever it does not use yet."""
+    (where XLA says), then the settings of `config` that need less memory: a smaller batch (the
+    evaluations' too, where larger), gradient checkpointing, bfloat16 activations, whichever it
+    does not use yet."""
     device = jax.local_devices()[0]
     kind = device.device_kind
     said = [
@@ -46,6 +47,8 @@ def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
             f"a smaller data.batch_size (now {batch}; optim.accumulate_steps keeps the batch the "
             "optimizer steps on)"
         )
+    if (evaluation := config.data.eval_batch_size) and evaluation > batch:
+        hints.append(f"a smaller data.eval_batch_size (now {evaluation}, the evaluations' batch)")
     remat = model.kwargs.get("remat", False)
     if "remat" in nets_factory.constructor_fields(model.name) and remat is not True:
         kept = f", less than remat={remat}" if remat else ""

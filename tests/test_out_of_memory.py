@@ -44,6 +44,8 @@ def test_the_line_says_the_size_and_each_setting_that_needs_less():
         (["model.kwargs.remat=true"], "bfloat16", "data.batch_size", ("remat", "bfloat16")),
         (["model.kwargs.remat=dots_saveable"], "float32", "less than remat=dots_saveable", ()),
         (["model.name=vgg11", "data.batch_size=1"], "bfloat16", "a smaller network", ("remat",)),
+        (["data.eval_batch_size=512"], "float32", "data.eval_batch_size (now 512,", ()),
+        (["data.eval_batch_size=8"], "float32", "data.batch_size", ("eval_batch_size",)),
     ],
 )
 def test_settings_already_in_use_are_not_suggested(overrides, compute_dtype, says, not_said):

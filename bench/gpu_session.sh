@@ -5,7 +5,7 @@
 #
 #     bash bench/gpu_session.sh                 # what is still missing: parts s, t, p
 #     PARTS=ce BUDGET=300 bash bench/gpu_session.sh    # then the compile's A/Bs, attention
-#     PARTS=h BUDGET=200 bash bench/gpu_session.sh     # then remat, if time is left
+#     PARTS=hm BUDGET=300 bash bench/gpu_session.sh    # then remat, out of memory, if time is left
 #     PARTS=stp IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. the steps with their compile times: ViT-S/16's at BATCH, ResNet-50's at BATCHES (measured on
@@ -34,6 +34,8 @@
 # h. what remat saves on the GPU: ViT-B/16 and ResNet-50, memory and step time, each block
 #    recomputed whole and with its products' outputs kept (its two policies; not asked by an
 #    issue)
+# m. train.py out of GPU memory (ResNet-50 at batch 8192): the one line that says what needs less,
+#    with the device's name and limit (measured on CPUs only; not asked by an issue)
 # p. load_pretrained's tests of the slow tier on the GPU (item 5: does parity hold there at full
 #    precision?), stopped at its time limit with a summary
 #
@@ -120,6 +122,9 @@ part f 150 "the GPU table, ResNet-20" "cached python3 bench/gpu_table.py --rows 
 part g 270 "the fast tier on the GPU" \
     "XLA_PYTHON_CLIENT_MEM_FRACTION=0.1 JAX_PLATFORMS=cuda python3 -m pytest -m 'not slow' -n 8 -q \
      -p no:cacheprovider -rfEs"
+part m 120 "train.py out of memory" \
+    "python3 train.py --config=configs/synthetic_resnet50.yaml --set data.batch_size=8192 \
+     --set data.synthetic_examples=8192 --set train.steps=2 --workdir=/tmp/gpu_session_oom 2>&1 | tail -2"
 part h 150 "remat's memory and time on the GPU" \
     "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 \
      --remat true dots_saveable dots_with_no_batch_dims_saveable --time 10"

@@ -101,9 +101,9 @@ def main(argv: list[str]) -> None:
                     file=sys.stderr,
                 )
                 exit_code = 1
-    except (UserError, ValueError) as e:
+    except (UserError, ValueError) as e:  # OutOfMemory and PeerLost: exit status 1
         print(f"{common.program()}: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(getattr(e, "exit_code", 2))
     sys.exit(exit_code)
 
 

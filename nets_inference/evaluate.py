@@ -20,9 +20,9 @@ import grain
 import jax
 
 from nets_inference import load
-from nets_training import checkpoint, config, data, loop, sharding, sources, steps
+from nets_training import checkpoint, config, data, loop, out_of_memory, sharding, sources, steps
 from nets_training.config import FinetuneConfig
-from nets_training.errors import ClassCountError, UserError
+from nets_training.errors import ClassCountError, OutOfMemory, UserError
 from nets_training.workdir import CONFIG_FILE, START_SECONDS, is_held
 from nets_weights import predict
 from nets_weights.architectures import imagenet_synsets
@@ -78,7 +78,9 @@ class Evaluator:
         started = time.perf_counter()
         folder = load.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
-        metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh)
+        dtype = loop.compute_dtype(self.config.model.dtype)
+        batch = self.config.data.eval_batch_size
+        metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh, batch, dtype)
         return {
             "step": step,
             **metrics,
@@ -192,11 +194,25 @@ def _given_up(evaluator: Evaluator, done: int, seconds: float) -> str:
     )
 
 
-def _evaluate(eval_step: Callable, variables: dict, batches: grain.IterDataset, mesh) -> dict:
-    """`loop.evaluate` of `variables` (`params`, `batch_stats`), replicated on `mesh`."""
-    weights = Weights(variables["params"], variables.get("batch_stats", {}))
-    weights = jax.device_put(weights, sharding.replicated(mesh))
-    return loop.evaluate(eval_step, weights, batches, mesh)
+def _evaluate(
+    eval_step: Callable,
+    variables: dict,
+    batches: grain.IterDataset,
+    mesh: jax.sharding.Mesh,
+    batch: int,
+    compute_dtype: str | None,
+) -> dict:
+    """`loop.evaluate` of `variables` (`params`, `batch_stats`), replicated on `mesh`, in
+    batches of `batch` images; a device's out of memory is `OutOfMemory`, which says what to
+    change (`compute_dtype`: None where the network's is not a setting)."""
+    try:
+        weights = Weights(variables["params"], variables.get("batch_stats", {}))
+        weights = jax.device_put(weights, sharding.replicated(mesh))
+        return loop.evaluate(eval_step, weights, batches, mesh)
+    except jax.errors.JaxRuntimeError as e:
+        if not out_of_memory.is_out_of_memory(e):
+            raise
+        raise OutOfMemory(out_of_memory.explain_evaluation(e, batch, compute_dtype)) from None
 
 
 def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config) -> dict[str, Any]:
@@ -223,7 +239,7 @@ def evaluate_weights(model: str | None, weights: str | Path, cfg: config.Config)
     crop = functools.partial(predict.crop, info=network.network_fn.pretrained)
     where = (jax.process_index(), jax.process_count())
     batches = data.eval_batches(dataset, d, inputs.image_size, local_batch, *where, crop=crop)
-    metrics = _evaluate(eval_step, network.variables, batches, mesh)
+    metrics = _evaluate(eval_step, network.variables, batches, mesh, batch, None)
     return {
         "weights": str(weights),
         **metrics,

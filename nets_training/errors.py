@@ -1,4 +1,5 @@
-"""The exceptions that `train.py` prints as a single line instead of a traceback."""
+"""The exceptions that the programs (train.py, eval.py, ...) print as a single line instead of a
+traceback."""
 
 
 class UserError(Exception):
@@ -23,3 +24,10 @@ class ClassCountError(UserError):
     def __init__(self, message: str, data_classes: int):
         super().__init__(message)
         self.data_classes = data_classes
+
+
+class OutOfMemory(UserError):
+    """The device could not hold what was asked of it; the message says which settings need less
+    (`out_of_memory.explain_evaluation`). Not a mistake in the input: exit status 1."""
+
+    exit_code = 1

@@ -4,6 +4,8 @@ A GPU user's most common failure: a batch, a network or a resolution that does n
 `RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes` (a GPU's, a TPU's) or
 `INTERNAL: Error dispatching computation: Out of memory allocating N bytes` (XLA:CPU's), from
 wherever the allocation failed: the state's construction, the compile, a step, an evaluation.
+Training (`explain`) and evaluating from another process (`explain_evaluation`) have different
+settings to change.
 """
 
 import re
@@ -26,11 +28,9 @@ def gib(size: float) -> str:
     return f"{size / 2**30:,.1f} GiB"
 
 
-def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
-    """The line for `error`: the device, how much XLA asked for and how much the device holds
-    (where XLA says), then the settings of `config` that need less memory: a smaller batch (the
-    evaluations' too, where larger), gradient checkpointing, bfloat16 activations, whichever it
-    does not use yet."""
+def situation(error: BaseException) -> str:
+    """What failed where: the device, how much XLA asked for and how much the device holds
+    (where XLA says)."""
     device = jax.local_devices()[0]
     kind = device.device_kind
     said = [
@@ -40,6 +40,13 @@ def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
         said.append(f"XLA could not allocate {gib(int(asked.group(1)))}")
     if limit := (device.memory_stats() or {}).get("bytes_limit"):
         said.append(f"the device holds {gib(limit)}")
+    return "; ".join(said)
+
+
+def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
+    """The line for `error` in training: `situation`, then the settings of `config` that need
+    less memory: a smaller batch (the evaluations' too, where larger), gradient checkpointing,
+    bfloat16 activations, whichever it does not use yet."""
     model, batch = config.model, config.data.batch_size
     hints = []
     if batch > 1:
@@ -57,4 +64,19 @@ def explain(error: BaseException, config: Config, compute_dtype: str) -> str:
         hints.append("model.dtype=bfloat16 (activations in half the bytes)")
     if not hints:
         hints.append("a smaller network or data.image_size")
-    return f"{'; '.join(said)}. To need less, set {', or '.join(hints)}"
+    return f"{situation(error)}. To need less, set {', or '.join(hints)}"
+
+
+def explain_evaluation(error: BaseException, batch: int, compute_dtype: str | None) -> str:
+    """The line for `error` in an evaluation of `batch` images a step (`nets-eval`): `situation`,
+    then the `--set` overrides that need less memory. `compute_dtype` is None where it is not a
+    setting (published weights compute in float32 as their source does)."""
+    hints = []
+    if batch > jax.device_count():
+        smaller = max(jax.device_count(), batch // 2 // jax.device_count() * jax.device_count())
+        hints.append(f"--set data.eval_batch_size={smaller} (now {batch})")
+    if compute_dtype == "float32":
+        hints.append("--set model.dtype=bfloat16 (activations in half the bytes)")
+    if not hints:
+        return f"{situation(error)}: the network does not fit this device at this image size"
+    return f"{situation(error)}. To need less, give {', or '.join(hints)}"

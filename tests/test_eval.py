@@ -254,6 +254,28 @@ def test_a_trained_networks_class_count_is_not_advised_to_change(workdir, tmp_pa
     )
 
 
+def test_out_of_memory_says_which_overrides_need_less(workdir):
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from nets_inference import evaluate
+    from nets_training.errors import OutOfMemory
+
+    evaluator = evaluate.build(workdir, ["data.eval_batch_size=512"])
+    # An eval step that asks for petabytes: XLA:CPU refuses it as a GPU refuses a batch too large.
+    petabytes = jax.jit(lambda weights, batch: jnp.zeros(2**50, jnp.float32))
+    with pytest.raises(OutOfMemory) as refused:
+        dataclasses.replace(evaluator, eval_step=petabytes).evaluate(3)
+    assert refused.value.exit_code == 1  # not a mistake in the input (2)
+    assert str(refused.value) == (
+        "out of memory on cpu; XLA could not allocate 4,194,304.0 GiB. To need less, give "
+        "--set data.eval_batch_size=256 (now 512), or --set model.dtype=bfloat16 (activations in "
+        "half the bytes)"
+    )
+
+
 def test_published_weights_evaluate_with_their_own_preprocessing(tmp_path):
     pytest.importorskip("h5py")
     import jax

@@ -1,6 +1,7 @@
 """train.py's line for XLA's "out of memory": what to change, among the settings the run does not
 use yet (the subprocess case: tests/test_train_e2e.py)."""
 
+import re
 from pathlib import Path
 
 import jax
@@ -51,3 +52,22 @@ def test_the_line_says_the_size_and_each_setting_that_needs_less():
 def test_settings_already_in_use_are_not_suggested(overrides, compute_dtype, says, not_said):
     said = line(*overrides, compute_dtype=compute_dtype)
     assert says in said and not any(word in said for word in not_said)
+
+
+@pytest.mark.parametrize(
+    ("devices_batch", "compute_dtype", "says"),
+    [
+        (128, "float32", "give --set data.eval_batch_size={64} (now {128}), or --set model.dtype="),
+        (3, "bfloat16", "give --set data.eval_batch_size={1} (now {3})"),
+        (1, None, "allocate 3.0 GiB: the network does not fit this device at this image size"),
+    ],
+)
+def test_an_evaluation_is_told_its_overrides(devices_batch, compute_dtype, says):
+    # nets-eval's: its batch (a multiple of the devices), and the dtype where a run's config sets
+    # it (published weights' is float32, no setting); never remat, which serves only the
+    # backward pass.
+    devices = jax.device_count()
+    said = out_of_memory.explain_evaluation(GPU_SAYS, devices * devices_batch, compute_dtype)
+    says = re.sub(r"\{(\d+)\}", lambda m: str(devices * int(m.group(1))), says)
+    assert says in said and said.startswith("out of memory on cpu; ") and "remat" not in said
+    assert said.endswith("(activations in half the bytes)") == (compute_dtype == "float32")

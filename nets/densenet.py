@@ -41,7 +41,12 @@ from nets.layers.padding import smallest_input
 
 
 class DenseLayer(nn.Module):
-    """BN-ReLU-1x1 conv, BN-ReLU-3x3 conv: `growth_rate` new channels, appended to the input."""
+    """BN-ReLU-1x1 conv, BN-ReLU-3x3 conv over the concatenation of `features` (the block's input
+    and each earlier layer's output): `growth_rate` new channels.
+
+    It takes the maps rather than their concatenation so that, recomputed (`remat`), it keeps
+    only them: the concatenations, which grow with depth, are recomputed too (Pleiss et al.'s
+    memory-efficient DenseNet, timm's `memory_efficient`)."""
 
     growth_rate: int
     bn_size: int
@@ -50,12 +55,11 @@ class DenseLayer(nn.Module):
     act: Callable
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = self.act(self.norm(name="norm1")(x))
+    def __call__(self, features: Sequence[jax.Array]) -> jax.Array:
+        y = self.act(self.norm(name="norm1")(jnp.concatenate(features, axis=-1)))
         y = self.conv(self.bn_size * self.growth_rate, (1, 1), name="conv1")(y)
         y = self.act(self.norm(name="norm2")(y))
-        y = self.conv(self.growth_rate, (3, 3), padding=1, name="conv2")(y)
-        return jnp.concatenate([x, y], axis=-1)
+        return self.conv(self.growth_rate, (3, 3), padding=1, name="conv2")(y)
 
 
 class DenseBlock(nn.Module):
@@ -71,19 +75,22 @@ class DenseBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        # timm's unit, the dense layer: timm recomputes its first half (the BatchNorm and 1x1 over
-        # the concatenated features, the part that grows with depth), we the whole layer.
+        # timm's unit, the dense layer: timm recomputes its first half (the concatenation,
+        # BatchNorm and 1x1, the part that grows with depth), we the whole layer.
         layer = checkpointed(DenseLayer, self.remat)
+        features = [x]
         for i in range(self.num_layers):
-            x = layer(
-                self.growth_rate,
-                self.bn_size,
-                self.conv,
-                self.norm,
-                self.act,
-                name=f"denselayer{i + 1}",
-            )(x)
-        return x
+            features.append(
+                layer(
+                    self.growth_rate,
+                    self.bn_size,
+                    self.conv,
+                    self.norm,
+                    self.act,
+                    name=f"denselayer{i + 1}",
+                )(features)
+            )
+        return jnp.concatenate(features, axis=-1)
 
 
 class Transition(nn.Module):
@@ -144,10 +151,16 @@ class DenseNet(nn.Module):
         layer_args = {"conv": conv, "norm": norm, "act": self.act}
         end_points = {}
 
-        features = self.num_init_features or 2 * self.growth_rate
-        x = conv(features, (7, 7), (2, 2), padding=3, name="conv0")(jnp.asarray(x, self.dtype))
-        x = end_points["norm0"] = self.act(norm(name="norm0")(x))
-        x = end_points["stem"] = max_pool(x, (3, 3), strides=(2, 2), padding=1)
+        def stem(module: nn.Module, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            # One unit for `remat`: the network's largest maps.
+            features = self.num_init_features or 2 * self.growth_rate
+            x = conv(features, (7, 7), (2, 2), padding=3, name="conv0")(x)
+            x = self.act(norm(name="norm0")(x))
+            return x, max_pool(x, (3, 3), strides=(2, 2), padding=1)
+
+        x = jnp.asarray(x, self.dtype)
+        end_points["norm0"], x = checkpointed(stem, self.remat)(self, x)
+        end_points["stem"] = x
 
         for i, num_layers in enumerate(self.block_config):
             x = DenseBlock(
@@ -160,7 +173,8 @@ class DenseNet(nn.Module):
             )(x)
             end_points[f"denseblock{i + 1}"] = x
             if i < len(self.block_config) - 1:
-                x = Transition(x.shape[-1] // 2, **layer_args, name=f"transition{i + 1}")(x)
+                transition = checkpointed(Transition, self.remat)
+                x = transition(x.shape[-1] // 2, **layer_args, name=f"transition{i + 1}")(x)
         x = end_points["norm5"] = self.act(norm(name="norm5")(x))
 
         x = global_avg_pool(x)

@@ -296,6 +296,53 @@ def _pools(block_cls) -> bool:
     return getattr(getattr(block_cls, "func", block_cls), "pools", False)
 
 
+class Stem(nn.Module):
+    """The layers before the first block: a deep stem's convolutions, `conv_init` with its
+    BatchNorm and activation (none in pre-activation networks), the max pool. Returns
+    `conv_init`'s map and the pooled one.
+
+    One unit for `remat`: at the largest maps of the network it holds a third of ResNet-50's
+    activations when the blocks are recomputed and it is not. The network shares its scope with
+    it (`nn.share_scope`), so its layers keep their paths (the Flax example's `conv_init`,
+    `bn_init`; timm's deep stem at `stem_conv_i`, `stem_bn_i`)."""
+
+    widths: Sequence[int]  # a deep stem's convolutions (ResNet-D), before `conv_init`
+    features: int
+    kernel_size: int
+    strides: int
+    pre_activation: bool  # no norm or activation after `conv_init`
+    bias: bool  # on `conv_init`
+    pool: bool  # a 3x3/2 max pool
+    pool_zeros: bool  # padded with one pixel of zeros on each side (BiT's), else as `padding`
+    padding: str
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        k, strides = self.kernel_size, (self.strides, self.strides)
+        for i, width in enumerate(self.widths):
+            x = self.conv(width, (k, k), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
+            x = self.act(self.norm(name=f"stem_bn_{i}")(x))
+        x = self.conv(
+            self.features,
+            (k, k),
+            (1, 1) if self.widths else strides,
+            padding=[(k // 2, k // 2)] * 2,
+            use_bias=self.bias,
+            name="conv_init",
+        )(x)
+        if not self.pre_activation:
+            x = self.act(self.norm(name="bn_init")(x))
+        if not self.pool:
+            return x, x
+        y, padding = x, self.padding
+        if self.pool_zeros:
+            y, padding = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), "VALID"
+        return x, max_pool(y, (3, 3), strides=(2, 2), padding=padding)
+
+
 class ResNet(nn.Module):
     """ResNet for ImageNet-sized inputs.
 
@@ -371,27 +418,24 @@ class ResNet(nn.Module):
         end_points = {}
 
         x = jnp.asarray(x, self.dtype)
-        strides = (self.stem_strides, self.stem_strides)
         k = self.stem_kernel_size or (3 if self.stem_widths else 7)
-        for i, width in enumerate(self.stem_widths):
-            x = conv(width, (k, k), strides if i == 0 else (1, 1), name=f"stem_conv_{i}")(x)
-            x = self.act(norm(name=f"stem_bn_{i}")(x))
-        x = conv(
+        stem = checkpointed(Stem, self.remat)(
+            self.stem_widths,
             self.stem_features or self.num_filters,
-            (k, k),
-            (1, 1) if self.stem_widths else strides,
-            padding=[(k // 2, k // 2)] * 2,
-            use_bias=pre_activation and self.bias_without_norm,
-            name="conv_init",
-        )(x)
-        if not pre_activation:
-            x = self.act(norm(name="bn_init")(x))
-        end_points["conv_init"] = x
-        if self.stem_pool:
-            padding = self.padding
-            if self.stem_pool_zeros:
-                x, padding = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), "VALID"
-            x = max_pool(x, (3, 3), strides=(2, 2), padding=padding)
+            k,
+            self.stem_strides,
+            pre_activation,
+            pre_activation and self.bias_without_norm,
+            self.stem_pool,
+            self.stem_pool_zeros,
+            self.padding,
+            conv,
+            norm,
+            self.act,
+            name="stem",
+        )
+        nn.share_scope(self, stem)  # its layers at the Flax example's paths (its docstring)
+        end_points["conv_init"], x = stem(x)
         end_points["stem"] = x
 
         block = self.blocks()

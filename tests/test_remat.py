@@ -29,11 +29,13 @@ from tests.test_efficientformer_v2 import SMALL as EFFICIENTFORMER_V2
 from tests.test_efficientvit_msra import SMALL as EFFICIENTVIT_MSRA
 from tests.test_pretrained_ghostnet import SMALL as GHOSTNET
 
-# name -> (constructor fields of a tiny configuration, its blocks, image size or (height, width))
+# name -> (constructor fields of a tiny configuration, its checkpointed units (the blocks, and the
+# stem and the layers between blocks where they are recomputed too), image size or (height, width))
 TINY = {
+    # Three blocks and the stem (conv_init, bn_init, the max pool).
     "resnet50": (
         {"stage_sizes": (2, 1), "num_filters": 4, "drop_path_rate": 0.2, **XLA_CONVS},
-        3,
+        4,
         32,
     ),
     "vit_tiny_patch16_224": (
@@ -176,7 +178,7 @@ TINY = {
         3,
         32,
     ),
-    # A dense layer in each of two dense blocks, a transition between them.
+    # The stem, a dense layer in each of two dense blocks, the transition between them.
     "densenet121": (
         {
             "block_config": (1, 1),
@@ -185,7 +187,7 @@ TINY = {
             "bn_size": 2,
             **XLA_CONVS,
         },
-        2,
+        4,
         32,
     ),
     # Four one-level trees: two basic blocks each (the first projecting its shortcut where the
@@ -426,6 +428,38 @@ def test_the_backward_pass_keeps_a_fraction_of_the_residuals():
     _, plain, plain_loss = parts("vit_tiny_patch16_224", False, batch=16)
     _, _, loss = parts("vit_tiny_patch16_224", True, batch=16)
     assert residual_bytes(loss, plain) < 0.4 * residual_bytes(plain_loss, plain)
+
+
+def test_densenets_recomputed_layers_keep_their_new_maps_not_the_concatenations():
+    # Pleiss et al.'s memory-efficient DenseNet: a dense layer takes the maps before it and
+    # concatenates them itself, so checkpointed it keeps each map once. What the backward pass
+    # keeps grows with the layers (a new map each), not with their square (each layer's
+    # concatenated input), as it did when the layers took the concatenation.
+    def kept(layers):
+        fn = nets_factory.get_network_fn(
+            "densenet121",
+            10,
+            is_training=True,
+            remat=True,
+            block_config=(layers,),
+            growth_rate=8,
+            num_init_features=16,
+            bn_size=2,
+            **XLA_CONVS,
+        )
+        images = jnp.zeros((2, 32, 32, 3))
+        variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+
+        def loss(params, batch_stats):
+            variables = {"params": params, "batch_stats": batch_stats}
+            (logits, _), updates = fn.apply(variables, images, mutable=["batch_stats"])
+            return logits.sum(), updates
+
+        weights = sum(math.prod(a.shape) * 4 for a in jax.tree.leaves(variables["params"]))
+        return residual_bytes(loss, variables) - weights  # which grow with the square too
+
+    four, eight, sixteen = kept(4), kept(8), kept(16)
+    assert sixteen - eight < 2.1 * (eight - four)  # 2.03; 3.2 with the concatenations kept
 
 
 def test_gradients_statistics_and_dropped_blocks_are_the_same():

@@ -318,7 +318,8 @@ class EfficientFormer(nn.Module):
         norm = batch_norm(TORCH, train, self.dtype)
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = end_points["stem"] = Stem(self.embed_dims[0], conv, norm, name="stem")(x)
+        stem = checkpointed(Stem, self.remat)  # the largest maps: one unit for remat
+        x = end_points["stem"] = stem(self.embed_dims[0], conv, norm, name="stem")(x)
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         attention = partial(
             Attention,

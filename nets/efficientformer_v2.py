@@ -319,7 +319,8 @@ class EfficientFormerV2(nn.Module):
         layer = partial(ConvNormAct, conv=conv, norm=norm, padding="SYMMETRIC", conv_bias=True)
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = end_points["stem"] = Stem(self.embed_dims[0], layer, name="stem")(x)
+        stem = checkpointed(Stem, self.remat)  # the largest maps: one unit for remat
+        x = end_points["stem"] = stem(self.embed_dims[0], layer, name="stem")(x)
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         size = self.default_image_size
         heads = {"num_heads": self.num_heads, "attn_ratio": self.attn_ratio}

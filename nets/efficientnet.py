@@ -202,7 +202,8 @@ class EfficientNet(nn.Module):
     def __call__(self, x, train: bool = True):
         conv, norm, layer = checked_layers(self, train)
 
-        x = layer(self.width(self.stem_filters), 3, strides=2, name="stem")(
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.width(self.stem_filters), 3, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
         end_points = {"stem": x}

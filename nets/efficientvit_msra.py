@@ -203,11 +203,15 @@ class EfficientViTMsra(nn.Module):
         norm = batch_norm(TORCH._replace(epsilon=self.bn_epsilon), train, self.dtype)
         layer = partial(ConvNormAct, conv=conv, norm=norm, padding=self.padding)
 
-        x = jnp.asarray(x, self.dtype)
-        for i, divisor in enumerate((8, 4, 2, 1)):
-            act = nn.relu if divisor > 1 else None
-            x = layer(self.embed_dims[0] // divisor, 3, strides=2, act=act,
-                      name=f"patch_embed_conv{i + 1}")(x)  # fmt: skip
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            for i, divisor in enumerate((8, 4, 2, 1)):
+                act = nn.relu if divisor > 1 else None
+                x = layer(self.embed_dims[0] // divisor, 3, strides=2, act=act,
+                          name=f"patch_embed_conv{i + 1}")(x)  # fmt: skip
+            return x
+
+        x = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
         end_points = {"stem": x}
         for i, (width, depth, heads) in enumerate(
             zip(self.embed_dims, self.depths, self.num_heads, strict=True)

@@ -215,7 +215,8 @@ class GhostNet(nn.Module):
         convention = BatchNormConvention(momentum=self.bn_momentum, epsilon=self.bn_epsilon)
         norm = batch_norm(convention, train, self.dtype)
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding)
-        x = layer(self.width(self.stem_filters), 3, strides=2, name="stem")(
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.width(self.stem_filters), 3, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
         end_points = {"stem": x}

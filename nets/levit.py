@@ -266,7 +266,7 @@ class Levit(nn.Module):
         )
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = Stem(self.embed_dims[0], layer, name="stem")(x)
+        x = checkpointed(Stem, self.remat)(self.embed_dims[0], layer, name="stem")(x)  # one unit
         end_points["stem"] = x
         for i, depth in enumerate(self.depths):
             x = end_points[f"stage{i + 1}"] = Stage(

@@ -387,7 +387,8 @@ class MaxViT(nn.Module):
         conv = partial(self.conv, dtype=self.dtype)
         act = ACTIVATIONS[self.act_layer]
         end_points = {}
-        stem = Stem(self.stem_width, conv, norm, act, self.padding, name="stem")
+        stem = checkpointed(Stem, self.remat)  # the largest maps: one unit for remat
+        stem = stem(self.stem_width, conv, norm, act, self.padding, name="stem")
         x = end_points["stem"] = stem(jnp.asarray(x, self.dtype))
 
         mbconv = partial(

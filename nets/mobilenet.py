@@ -211,7 +211,8 @@ class MobileNet(nn.Module):
         else:
             head, last = self.last_width(self.head_filters), None
 
-        x = layer(self.depth(self.stem_filters), 3, strides=2, name="Conv")(
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.depth(self.stem_filters), 3, strides=2, name="Conv")(
             jnp.asarray(x, self.dtype)
         )
         end_points = {"layer_1": x, "stem": x}

@@ -129,7 +129,8 @@ class MobileNetV1(nn.Module):
         norm = batch_norm(SLIM._replace(momentum=self.bn_momentum), train, self.dtype)
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=nn.relu6)
 
-        x = layer(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
         end_points = {"Conv2d_0": x, "stem": x}
         for i, (strides, depth) in enumerate(_SEPARABLE_LAYERS, start=1):
             padding = self.downsample_padding if strides == 2 else "SAME"

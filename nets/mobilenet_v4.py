@@ -417,7 +417,8 @@ class MobileNetV4(nn.Module):
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding)
         common = {"conv": conv, "norm": norm, "act": self.act, "padding": self.padding}
 
-        x = layer(self.stem_width(), 3, strides=2, name="stem")(jnp.asarray(x, self.dtype))
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.stem_width(), 3, strides=2, name="stem")(jnp.asarray(x, self.dtype))
         end_points = {"stem": x}
         blocks = [[b for b in stage for _ in range(b.repeats)] for stage in self.stages]
         total, index = sum(map(len, blocks)), 0

@@ -288,7 +288,8 @@ class MobileViT(nn.Module):
         norm = batch_norm(TORCH, train, self.dtype)
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding)
         end_points = {}
-        x = end_points["stem"] = layer(self.stem_chs, 3, strides=2, name="stem")(
+        stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
+        x = end_points["stem"] = stem(self.stem_chs, 3, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
         blocks = sum(stage.depth + bool(stage.transformer_dim) for stage in self.stages)

@@ -204,7 +204,7 @@ class RegNet(nn.Module):
         norm = batch_norm(TORCH, train, self.dtype)
         end_points = {}
 
-        x = ConvNormAct(
+        x = checkpointed(ConvNormAct, self.remat)(  # the largest maps: one unit for remat
             self.stem_width, 3, conv, norm, self.act, strides=2, padding=self.padding, name="stem"
         )(jnp.asarray(x, self.dtype))
         end_points["stem"] = x

@@ -222,7 +222,7 @@ class RepVit(nn.Module):
         )
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = end_points["stem"] = Stem(
+        x = end_points["stem"] = checkpointed(Stem, self.remat)(  # the largest maps: one unit
             self.embed_dims[0], partial(layer, strides=2), gelu, divisors=(2, 1), name="stem"
         )(x)
         # timm's checkpoints: each stage, its downsampling with it (`checkpoint_seq(stages)`).

@@ -102,7 +102,7 @@ TINY = {
             "dim_head": 8,
             **XLA_CONVS,
         },
-        3,
+        4,
         24,
     ),
     # An inverted residual, then a MobileViT stage (its inverted residual and MobileViT block),
@@ -114,12 +114,12 @@ TINY = {
             "num_features": 16,
             **XLA_CONVS,
         },
-        3,
+        4,
         16,
     ),
     "mobilevitv2_050": (
         {"stem_chs": 8, "stages": (Stage(1, 8, 1, 2.0), Stage(1, 16, 2, 2.0, 8, 1)), **XLA_CONVS},
-        3,
+        4,
         16,
     ),
     # gMLP's blocks (MLP-Mixer's, gMixer's and ResMLP's are checkpointed by the same line).
@@ -142,9 +142,9 @@ TINY = {
         16,
     ),
     # Pooling blocks, then a pooling and an attention block in the last stage (its map: 2x2).
-    "efficientformer_l1": (EFFICIENTFORMER, 5, 64),
+    "efficientformer_l1": (EFFICIENTFORMER, 6, 64),
     # V2: convolutional blocks, the strided and the downsampling attentions (64 px).
-    "efficientformerv2_s0": (EFFICIENTFORMER_V2, 6, 64),
+    "efficientformerv2_s0": (EFFICIENTFORMER_V2, 7, 64),
     # An MBConv block, then two TinyViT blocks (window attention, local convolution, MLP).
     "tiny_vit_5m_224": (
         {
@@ -160,22 +160,22 @@ TINY = {
     # A LeViT block, then the subsampling attention with its MLP and one more block.
     "levit_128s": (
         {"embed_dims": (16, 24), "depths": (1, 1), "num_heads": (2, 3), "key_dim": 8},
-        3,
+        4,
         32,
     ),
     # Ghost bottlenecks with V2's attention (the parity fixtures' five-block table).
-    "ghostnetv2_100": ({**GHOSTNET, **XLA_CONVS}, 5, 52),
+    "ghostnetv2_100": ({**GHOSTNET, **XLA_CONVS}, 6, 52),
     # A fused block, then two inverted residuals with squeeze-excite (V2-S's stages 2, 4, 5).
     "efficientnetv2_s": (
         {"stages": (V2_S[1], *V2_S[3:5]), "width_multiplier": 0.25, "depth_multiplier": 0.1},
-        3,
+        4,
         32,
     ),
     # RegNet-Y: a stage of one strided block (its projection), one of two (an identity
     # shortcut after the strided one); squeeze-excite gates.
     "regnet_y_400mf": (
         {"w0": 8, "wa": 4.0, "wm": 2.0, "depth": 3, "group_width": 8, "stem_width": 8, **XLA_CONVS},
-        3,
+        4,
         32,
     ),
     # The stem, a dense layer in each of two dense blocks, the transition between them.
@@ -266,9 +266,9 @@ TINY = {
     ),
     # MSRA's EfficientViT: a block in each stage, after the two downsamplings (not recomputed);
     # the blocks' layers at the network's own paths (`nn.share_scope`).
-    "efficientvit_m1": (EFFICIENTVIT_MSRA, 3, 48),
+    "efficientvit_m1": (EFFICIENTVIT_MSRA, 4, 48),
     # RepViT's stages, as timm's: gated and plain blocks, then the downsampling with a block.
-    "repvit_m0_9": ({"embed_dims": (8, 16), "depths": (2, 1), **XLA_CONVS}, 2, 32),
+    "repvit_m0_9": ({"embed_dims": (8, 16), "depths": (2, 1), **XLA_CONVS}, 3, 32),
     # The Inceptions have fixed tables: all their blocks, thinned (four in the slow tier, SLOW).
     # GoogLeNet's nine Inception modules (torchvision's).
     "googlenet": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 9, 32),
@@ -347,11 +347,11 @@ TINY = {
             "depth_multiplier": 0.5,
             **XLA_CONVS,
         },
-        4,
+        5,
         32,
     ),
     # Slim's 13 depthwise-separable layers, each pair one block (their variables at the top).
-    "mobilenet_v1": ({"depth_multiplier": 0.125, **XLA_CONVS}, 13, 16),
+    "mobilenet_v1": ({"depth_multiplier": 0.125, **XLA_CONVS}, 14, 16),
     # One block of each kind: a Fused IB, a UIB, Mobile MQA (keys and values downsampled, layer
     # scale, drop path), a plain convolution (timm's `cn` blocks).
     "mobilenetv4_hybrid_medium": (
@@ -361,7 +361,7 @@ TINY = {
             "drop_path_rate": 0.1,
             **XLA_CONVS,
         },
-        4,
+        5,
         32,
     ),
     # The strided first blocks of the four stages and a grouped one with the identity branch,

@@ -124,8 +124,63 @@ class BottleneckBlock(DarkBlock):
         return self.act(self.residual(y, x))
 
 
+class Entry(nn.Module):
+    """A stage's layers before its blocks: the downsampling where `down_features` is set
+    (`conv_down`, a strided 3x3; DarkNet-AA's a 2x2 average pool where the stage strides and a 1x1,
+    `conv_down_1`) and, in a cross stage, the 1x1 expansion (`conv_exp`) split in halves.
+
+    The stage shares its scope with it (`nn.share_scope`), so its layers keep timm's paths while
+    `remat` recomputes them as one unit, which keeps the stage's input only."""
+
+    down_features: int | None
+    strides: int
+    groups: int
+    avg_down: bool
+    expansion: int | None  # conv_exp's width; None: no expansion, the map itself returned
+    linear: bool  # the expansion has no activation (CSPResNet's)
+    layer: ModuleDef
+
+    def down(self, x: jax.Array) -> jax.Array:
+        if self.avg_down:  # timm's Sequential: the pool (index 0), the 1x1 convolution
+            if self.strides == 2:
+                x = avg_pool(x, (2, 2), (2, 2))
+            return self.layer(self.down_features, 1, groups=self.groups, name="conv_down_1")(x)
+        layer = self.layer(
+            self.down_features, 3, strides=self.strides, groups=self.groups, name="conv_down"
+        )
+        return layer(x)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array | tuple[jax.Array, jax.Array]:
+        if self.down_features is not None:
+            x = self.down(x)
+        if self.expansion is None:
+            return x
+        act = {"act": None} if self.linear else {}
+        x = self.layer(self.expansion, 1, **act, name="conv_exp")(x)
+        return x[..., : self.expansion // 2], x[..., self.expansion // 2 :]
+
+
+class Transition(nn.Module):
+    """A cross stage's layers after its blocks: the second map's 1x1 where `width_b` is set
+    (CSPNet's `conv_transition_b`, on the blocks' map), the two maps concatenated, the 1x1
+    `conv_transition` to `features`. Shares the stage's scope as `Entry` does; as a unit of
+    `remat` it keeps the two maps."""
+
+    features: int
+    width_b: int | None
+    layer: ModuleDef
+
+    @nn.compact
+    def __call__(self, first: jax.Array, second: jax.Array) -> jax.Array:
+        if self.width_b is not None:
+            second = self.layer(self.width_b, 1, name="conv_transition_b")(second)
+        x = jnp.concatenate([first, second], -1)
+        return self.layer(self.features, 1, name="conv_transition")(x)
+
+
 class CspStage(nn.Module):
-    """What the three stages share: the downsampling and the blocks. `down_growth`: the strided
+    """What the three stages share: the entry (`Entry`) and the blocks. `down_growth`: the strided
     convolution widens to `features` (CSPDarkNet's) rather than keeping its input's width."""
 
     features: int
@@ -140,14 +195,17 @@ class CspStage(nn.Module):
     block: ModuleDef  # a block with all but `features`, `bottle_ratio`, `groups`, its rate
     layer: ModuleDef
     drop_path_rates: Sequence[float]  # one a block: the stage's depth
+    remat: bool | str = False  # the entry and transition recomputed (`block` is already)
 
-    def down(self, x: jax.Array, features: int) -> jax.Array:
-        if self.avg_down:  # timm's Sequential: the pool (index 0), the 1x1 convolution
-            if self.strides == 2:
-                x = avg_pool(x, (2, 2), (2, 2))
-            return self.layer(self.features, 1, groups=self.groups, name="conv_down_1")(x)
-        layer = self.layer(features, 3, strides=self.strides, groups=self.groups, name="conv_down")
-        return layer(x)
+    def unit(self, module: ModuleDef, *fields: Any, name: str) -> nn.Module:
+        """`module(*fields)`, one unit of `remat`, its layers at the stage's paths."""
+        unit = checkpointed(module, self.remat)(*fields, name=name)
+        nn.share_scope(self, unit)  # its layers at timm's paths (`Entry`'s docstring)
+        return unit
+
+    def entry(self, x: jax.Array, down_features: int | None, expansion: int | None) -> Any:
+        fields = (self.strides, self.groups, self.avg_down, expansion, self.cross_linear)
+        return self.unit(Entry, down_features, *fields, self.layer, name="entry")(x)
 
     def blocks(self, x: jax.Array) -> jax.Array:
         width = int(round(self.features * self.block_ratio))
@@ -159,13 +217,14 @@ class CspStage(nn.Module):
         return x
 
     def expand(self, x: jax.Array) -> tuple[jax.Array, jax.Array, int]:
-        """The strided convolution (where the stage strides), the expansion, its two halves."""
+        """A cross stage's entry: the strided convolution where the stage strides, the
+        expansion, its two halves."""
+        down = None
         if self.strides != 1:
-            x = self.down(x, self.features if self.down_growth else x.shape[-1])
+            grows = self.down_growth or self.avg_down  # the average pool's 1x1: to `features`
+            down = self.features if grows else x.shape[-1]
         width = int(round(self.features * self.expand_ratio))
-        act = {"act": None} if self.cross_linear else {}
-        x = self.layer(width, 1, **act, name="conv_exp")(x)
-        return x[..., : width // 2], x[..., width // 2 :], width
+        return *self.entry(x, down, width), width
 
 
 class CrossStage(CspStage):
@@ -174,8 +233,8 @@ class CrossStage(CspStage):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         cross, x, width = self.expand(x)
-        x = self.layer(width // 2, 1, name="conv_transition_b")(self.blocks(x))
-        return self.layer(self.features, 1, name="conv_transition")(jnp.concatenate([cross, x], -1))
+        transition = self.unit(Transition, self.features, width // 2, self.layer, name="transition")
+        return transition(cross, self.blocks(x))
 
 
 class CrossStage3(CspStage):
@@ -184,8 +243,8 @@ class CrossStage3(CspStage):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x, cross, _ = self.expand(x)
-        x = jnp.concatenate([self.blocks(x), cross], -1)
-        return self.layer(self.features, 1, name="conv_transition")(x)
+        transition = self.unit(Transition, self.features, None, self.layer, name="transition")
+        return transition(self.blocks(x), cross)
 
 
 class DarkStage(CspStage):
@@ -193,7 +252,7 @@ class DarkStage(CspStage):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.blocks(self.down(x, self.features))
+        return self.blocks(self.entry(x, self.features, None))
 
 
 def _per_stage(value: Any, stages: int, field: str) -> tuple:
@@ -241,7 +300,9 @@ class CspNet(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.leaky_relu
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    # The stem, the blocks and the layers around them recomputed in backward, each unit keeping
+    # its input (str: nets.layers.remat.POLICIES, what a unit keeps besides).
+    remat: bool | str = False
 
     def stem_conv_strides(self) -> list[int]:
         """timm's rule: the first strided; at 4 without the pool, the last too."""
@@ -287,13 +348,18 @@ class CspNet(nn.Module):
         end_points = {}
 
         x = jnp.asarray(x, self.dtype)
-        stem = Stem(
-            self.stem_widths, self.stem_kernel_size, self.stem_conv_strides(), layer, name="stem"
+        stem = checkpointed(Stem, self.remat)(
+            self.stem_widths,
+            self.stem_kernel_size,
+            self.stem_conv_strides(),
+            layer,
+            self.stem_pool,
+            self.padding,
+            name="stem",
         )
-        x = stem(x)
+        stem_conv, x = stem(x)
         if self.stem_pool:
-            end_points["stem_conv"] = x
-            x = max_pool(x, (3, 3), (2, 2), padding=self.padding)
+            end_points["stem_conv"] = stem_conv
         end_points["stem"] = x
 
         n = len(self.depths)
@@ -302,8 +368,9 @@ class CspNet(nn.Module):
             for field in ("widths", "groups", "block_ratio", "bottle_ratio", "expand_ratio")
         }
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.depths)))
-        # timm has no checkpointing here: the unit is each stage's residual block, as in ResNet;
-        # the downsampling, expansion and transitions around the blocks are not recomputed.
+        # timm checkpoints each stage's blocks only; here the stem and each stage's layers before
+        # and after its blocks (`Entry`, `Transition`) are units too: they work at the highest
+        # resolutions (with the blocks alone, CSPDarkNet-53 kept 3/4 of its activations).
         block = partial(
             checkpointed(self.block, self.remat),
             layer=layer,
@@ -324,6 +391,7 @@ class CspNet(nn.Module):
                 block=block,
                 layer=layer,
                 drop_path_rates=tuple(next(rates) for _ in range(depth)),
+                remat=self.remat,
                 name=f"stages_{i}",
             )(x)
             end_points[f"stages_{i}"] = x
@@ -340,18 +408,24 @@ class CspNet(nn.Module):
 
 
 class Stem(nn.Module):
-    """The stem's convolutions, `conv1`, `conv2`, ... (timm's `stem` Sequential)."""
+    """The stem's convolutions, `conv1`, `conv2`, ... (timm's `stem` Sequential), then its 3x3/2
+    max pool where `pool`. Returns the last convolution's map and the stem's (the pooled one, or
+    the same): one unit of `remat`, which keeps the image only."""
 
     widths: Sequence[int]
     kernel_size: int
     strides: Sequence[int]
     layer: ModuleDef
+    pool: bool
+    padding: Any  # the pool's
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         for i, (width, s) in enumerate(zip(self.widths, self.strides, strict=True)):
             x = self.layer(width, self.kernel_size, strides=s, name=f"conv{i + 1}")(x)
-        return x
+        if not self.pool:
+            return x, x
+        return x, max_pool(x, (3, 3), (2, 2), padding=self.padding)
 
 
 def _cs3(

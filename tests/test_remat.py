@@ -211,8 +211,9 @@ TINY = {
         3,
         32,
     ),
-    # CSPResNet's cross stages of bottlenecks with squeeze-excite and stochastic depth (DarkNet's
-    # and CS3's stages, Dark and Edge blocks, are checkpointed by the same line).
+    # CSPResNet's cross stages of bottlenecks with squeeze-excite and stochastic depth: the stem
+    # with its pool, each stage's entry (downsampling, expansion) and transition (both 1x1s), the
+    # 3 blocks.
     "cspresnet50": (
         {
             "depths": (1, 2),
@@ -223,9 +224,19 @@ TINY = {
             "drop_path_rate": 0.1,
             **XLA_CONVS,
         },
-        3,
+        8,
         32,
     ),
+    # CS3's stages (one transition, after the Dark blocks): the stem, each stage's entry and
+    # transition, the 2 blocks.
+    "cs3darknet_s": (
+        {"depths": (1, 1), "widths": (8, 16), "stem_widths": (4, 8), **XLA_CONVS},
+        7,
+        32,
+    ),
+    # DarkNet-AA's stages (an entry of average pool and 1x1, no transition): the stem, each
+    # stage's entry, the 2 blocks.
+    "darknetaa53": ({"depths": (1, 1), "widths": (8, 16), "stem_widths": (4,), **XLA_CONVS}, 5, 32),
     # layer1's bottleneck, then a module of two branches of one basic block each (the fusion,
     # the transitions and the head's bottlenecks are not checkpointed).
     "hrnet_w18_small": (

@@ -188,12 +188,13 @@ TINY = {
         2,
         32,
     ),
-    # Four one-level trees: two basic blocks each (the first projecting its shortcut where the
-    # width changes) and a root adding its first child back (DLA-102's), three of them level
-    # roots (the pooled input a child). The bottlenecks are checkpointed by the same line.
+    # The stem (base_layer, level0, level1: one unit), then four one-level trees: two basic
+    # blocks each, the first's shortcut projection where the width changes (two of them) and a
+    # root adding its first child back (DLA-102's), three of them level roots (the pooled input
+    # a child). The bottlenecks are checkpointed by the same line.
     "dla34": (
         {"levels": (1,) * 6, "channels": (4, 4, 8, 8, 16, 16), "shortcut_root": True, **XLA_CONVS},
-        12,
+        15,
         32,
     ),
     # The b networks' blocks: a projection at stride 1, one at stride 2, then a plain block.
@@ -224,8 +225,8 @@ TINY = {
         3,
         32,
     ),
-    # layer1's bottleneck, then a module of two branches of one basic block each (the fusion,
-    # the transitions and the head's bottlenecks are not checkpointed).
+    # The stem, layer1's bottleneck, the transition, a module of two branches of one basic
+    # block each and its fusion, the head's two bottlenecks, its downsampling and final layer.
     "hrnet_w18_small": (
         {
             "stem_width": 8,
@@ -235,7 +236,7 @@ TINY = {
             "num_features": 16,
             **XLA_CONVS,
         },
-        3,
+        10,
         32,
     ),
     # MIT's EfficientViT-B: per stage its strided MBConv, then a residual MBConv (stage 0), the

@@ -155,6 +155,27 @@ class ConvLevel(nn.Module):
         return x
 
 
+class DlaStem(nn.Module):
+    """`base_layer` (one 7x7 `ConvLevel`), `level0` and `level1` (module docstring), which work
+    at the highest resolutions. Returns their three maps (end points `stem`, `level0`,
+    `level1`). The network shares its scope with it (`nn.share_scope`), so they keep timm's
+    paths while `remat` recomputes them as one unit from the image."""
+
+    channels: tuple[int, int]  # base_layer's and level0's, level1's
+    convs: tuple[int, int]  # level0's and level1's
+    conv: ModuleDef
+    norm: ModuleDef
+    act: Callable
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        (c0, c1), (n0, n1) = self.channels, self.convs
+        level = partial(ConvLevel, conv=self.conv, norm=self.norm, act=self.act)
+        stem = level(c0, 1, kernel_size=7, name="base_layer")(x)
+        level0 = level(c0, n0, name="level0")(stem)
+        return stem, level0, level(c1, n1, strides=2, name="level1")(level0)
+
+
 class DLA(nn.Module):
     """Deep Layer Aggregation for ImageNet-sized inputs (sizes that halve evenly five times).
 
@@ -188,15 +209,16 @@ class DLA(nn.Module):
         conv = partial(self.conv, use_bias=False, padding=self.padding, dtype=self.dtype)
         norm = batch_norm(TORCH, train, self.dtype)
         layer = {"conv": conv, "norm": norm, "act": self.act}
-        # timm has no checkpointing here: the units are each residual block and each root (whose
-        # input, the tree's children concatenated, is the widest map a tree makes).
+        # timm checkpoints nothing here; the units are each residual block, each root (whose
+        # input, the tree's children concatenated, is the widest map a tree makes), each
+        # shortcut's projection and the stem (base_layer to level1, at the highest resolutions).
         block = checkpointed(self.block, self.remat)
         tree = partial(
             DlaTree,
             block=partial(block, cardinality=self.cardinality, base_width=self.base_width, **layer),
             root=partial(checkpointed(DlaRoot, self.remat), shortcut=self.shortcut_root, **layer),
             project=partial(
-                ConvNormAct,
+                checkpointed(ConvNormAct, self.remat),
                 kernel_size=1,
                 conv=conv,
                 norm=norm,
@@ -207,11 +229,10 @@ class DLA(nn.Module):
         c = self.channels
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        stem = ConvLevel(c[0], 1, **layer, kernel_size=7, name="base_layer")
-        x = end_points["stem"] = stem(x)
-        x = end_points["level0"] = ConvLevel(c[0], self.levels[0], **layer, name="level0")(x)
-        level1 = ConvLevel(c[1], self.levels[1], **layer, strides=2, name="level1")
-        x = end_points["level1"] = level1(x)
+        stem = checkpointed(DlaStem, self.remat)(c[:2], self.levels[:2], **layer, name="stem")
+        nn.share_scope(self, stem)  # its layers at timm's paths (its docstring)
+        end_points["stem"], end_points["level0"], x = stem(x)
+        end_points["level1"] = x
         for i in range(2, 6):
             level = tree(
                 levels=self.levels[i], features=c[i], strides=2, level_root=i > 2, name=f"level{i}"

@@ -50,24 +50,18 @@ class StageDef(NamedTuple):
     block: str = "BASIC"
 
 
-class HighResolutionModule(nn.Module):
-    """Parallel branches of blocks, then the fusion (module docstring). `xs`: the branches'
-    maps, highest resolution first; returns as many. timm's names: `branches_{i}_{b}`,
-    `fuse_layers_{i}_{j}` (a lower branch `j`), `fuse_layers_{i}_{j}_{k}` (a higher one's k-th
-    strided convolution)."""
+class Fusion(nn.Module):
+    """A module's fusion (module docstring): every output the ReLU of the sum of all branches
+    brought to its resolution and width. `xs`: the branches' maps, highest resolution first;
+    returns as many. timm's names: `fuse_layers_{i}_{j}` (a lower branch `j`),
+    `fuse_layers_{i}_{j}_{k}` (a higher one's k-th strided convolution). The module shares its
+    scope with it (`nn.share_scope`), so they keep timm's paths under the module's while
+    `remat` recomputes the fusion as one unit."""
 
-    stage: StageDef
-    block: ModuleDef  # the stage's block with all but its width
     cna: ModuleDef  # `ConvNormAct` with the network's conv, norm, ReLU and padding
 
     @nn.compact
     def __call__(self, xs: Sequence[jax.Array]) -> list[jax.Array]:
-        xs = list(xs)
-        for i, (n, width) in enumerate(zip(self.stage.blocks, self.stage.widths, strict=True)):
-            for b in range(n):
-                xs[i] = self.block(width, name=f"branches_{i}_{b}")(xs[i])
-        if len(xs) == 1:
-            return xs
         fused = []
         for i, target in enumerate(xs):
             total = None
@@ -87,6 +81,74 @@ class HighResolutionModule(nn.Module):
                 total = x if total is None else total + x
             fused.append(nn.relu(total))
         return fused
+
+
+class HighResolutionModule(nn.Module):
+    """Parallel branches of blocks, then their `Fusion`. `xs`: the branches' maps, highest
+    resolution first; returns as many. timm's names: `branches_{i}_{b}`, the fusion's."""
+
+    stage: StageDef
+    block: ModuleDef  # the stage's block with all but its width
+    fusion: ModuleDef  # `Fusion` with its `cna` (checkpointed where the network recomputes it)
+
+    @nn.compact
+    def __call__(self, xs: Sequence[jax.Array]) -> list[jax.Array]:
+        xs = list(xs)
+        for i, (n, width) in enumerate(zip(self.stage.blocks, self.stage.widths, strict=True)):
+            for b in range(n):
+                xs[i] = self.block(width, name=f"branches_{i}_{b}")(xs[i])
+        if len(xs) == 1:
+            return xs
+        fusion = self.fusion(name="fuse_layers")
+        nn.share_scope(self, fusion)  # its layers at timm's paths (its docstring)
+        return fusion(xs)
+
+
+class Stem(nn.Module):
+    """The two strided 3x3 convolutions with BatchNorm and ReLU (timm's `conv1`/`bn1`,
+    `conv2`/`bn2`, 64 wide). Returns the stride-2 map (end point `stem`) and the stride-4 one.
+    The network shares its scope with it (`nn.share_scope`), so they keep timm's paths while
+    `remat` recomputes them as one unit from the image."""
+
+    width: int  # conv1's
+    conv: ModuleDef
+    norm: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        stem = nn.relu(self.norm(name="bn1")(self.conv(self.width, (3, 3), 2, name="conv1")(x)))
+        return stem, nn.relu(self.norm(name="bn2")(self.conv(64, (3, 3), 2, name="conv2")(stem)))
+
+
+class Transition(nn.Module):
+    """timm's transition layer `prefix`: a branch whose width changes through a 3x3 convolution
+    (`{prefix}_{i}`), each new branch by strided 3x3 convolutions of the last
+    (`{prefix}_{i}_{k}`), the last of them to its width. The network shares its scope with it
+    (`nn.share_scope`), so they keep timm's paths while `remat` recomputes them as one unit."""
+
+    stage: StageDef  # the stage it feeds
+    cna: ModuleDef
+    prefix: str
+
+    @nn.compact
+    def __call__(self, xs: Sequence[jax.Array]) -> list[jax.Array]:
+        _, expansion = BLOCKS[self.stage.block]
+        out = []
+        for i, width in enumerate(w * expansion for w in self.stage.widths):
+            if i < len(xs):
+                # timm convolves the last branch here, which is branch i wherever widths change
+                # (transition1, from layer1's one map); a later change would break its shapes.
+                same = xs[i].shape[-1] == width
+                out.append(xs[i] if same else self.cna(width, 3, name=f"{self.prefix}_{i}")(xs[i]))
+                continue
+            y = xs[-1]
+            for k in range(i + 1 - len(xs)):
+                last = k == i - len(xs)
+                y = self.cna(
+                    width if last else y.shape[-1], 3, strides=2, name=f"{self.prefix}_{i}_{k}"
+                )(y)
+            out.append(y)
+        return out
 
 
 class HRNet(nn.Module):
@@ -130,26 +192,33 @@ class HRNet(nn.Module):
         )
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = nn.relu(norm(name="bn1")(conv(self.stem_width, (3, 3), 2, name="conv1")(x)))
-        end_points["stem"] = x
-        x = nn.relu(norm(name="bn2")(conv(64, (3, 3), 2, name="conv2")(x)))
+        # timm checkpoints only the residual blocks; here the layers between them are recomputed
+        # from their inputs too, each a unit: the stem, the transitions, the fusions, and the
+        # head's bottlenecks, downsamplings and final layer.
+        stem = checkpointed(Stem, self.remat)(self.stem_width, conv, norm, name="stem")
+        nn.share_scope(self, stem)  # its layers at timm's paths (its docstring)
+        end_points["stem"], x = stem(x)
         blocks = {
-            kind: partial(block, conv=conv, norm=norm, act=nn.relu)
+            kind: checkpointed(partial(block, conv=conv, norm=norm, act=nn.relu), self.remat)
             for kind, (block, _) in BLOCKS.items()
         }
-        # timm has no checkpointing here: the units are the residual blocks of layer1 and of the
-        # modules' branches; the transitions, fusions and head (its bottlenecks too) are not.
-        units = {kind: checkpointed(block, self.remat) for kind, block in blocks.items()}
         for b in range(self.layer1.blocks[0]):
-            x = units[self.layer1.block](self.layer1.widths[0], name=f"layer1_{b}")(x)
+            x = blocks[self.layer1.block](self.layer1.widths[0], name=f"layer1_{b}")(x)
         xs = [x]
         end_points["layer1"] = x
+        fusion = partial(checkpointed(Fusion, self.remat), cna)
         for s, stage in enumerate(self.stages, 2):
-            xs = self._transition(xs, stage, cna, f"transition{s - 1}")
+            name = f"transition{s - 1}"
+            transition = checkpointed(Transition, self.remat)(stage, cna, name, name=name)
+            nn.share_scope(self, transition)  # its layers at timm's paths (its docstring)
+            xs = transition(xs)
             for m in range(stage.modules):
-                module = HighResolutionModule(stage, units[stage.block], cna, name=f"stage{s}_{m}")
+                module = HighResolutionModule(
+                    stage, blocks[stage.block], fusion, name=f"stage{s}_{m}"
+                )
                 xs = module(xs)
             end_points |= {f"stage{s}_{i}": y for i, y in enumerate(xs)}
+        head_cna = checkpointed(cna, self.remat)
         y = None
         for i, (branch, width) in enumerate(zip(xs, self.head_widths, strict=True)):
             incre = blocks["BOTTLENECK"](width, name=f"incre_modules_{i}_0")
@@ -157,7 +226,7 @@ class HRNet(nn.Module):
             if y is None:
                 y = branch
                 continue
-            down = cna(
+            down = head_cna(
                 branch.shape[-1],
                 3,
                 strides=2,
@@ -165,7 +234,7 @@ class HRNet(nn.Module):
                 name=f"downsamp_modules_{i - 1}",
             )
             y = branch + down(y)
-        final = cna(self.num_features, 1, conv_bias=self.head_conv_bias, name="final_layer")
+        final = head_cna(self.num_features, 1, conv_bias=self.head_conv_bias, name="final_layer")
         x = end_points["final_layer"] = final(y)
         return classify(
             global_avg_pool(x),
@@ -176,27 +245,6 @@ class HRNet(nn.Module):
             dtype=self.dtype,
             name="classifier",
         )
-
-    @staticmethod
-    def _transition(xs, stage: StageDef, cna: ModuleDef, name: str) -> list[jax.Array]:
-        """timm's transition layer: a branch whose width changes through a 3x3 convolution
-        (`{name}_{i}`), each new branch by strided 3x3 convolutions of the last
-        (`{name}_{i}_{k}`), the last of them to its width."""
-        _, expansion = BLOCKS[stage.block]
-        out = []
-        for i, width in enumerate(w * expansion for w in stage.widths):
-            if i < len(xs):
-                # timm convolves the last branch here, which is branch i wherever widths change
-                # (transition1, from layer1's one map); a later change would break its shapes.
-                same = xs[i].shape[-1] == width
-                out.append(xs[i] if same else cna(width, 3, name=f"{name}_{i}")(xs[i]))
-                continue
-            y = xs[-1]
-            for k in range(i + 1 - len(xs)):
-                last = k == i - len(xs)
-                y = cna(width if last else y.shape[-1], 3, strides=2, name=f"{name}_{i}_{k}")(y)
-            out.append(y)
-        return out
 
 
 def _stages(widths: tuple[int, ...], modules: tuple[int, int, int], blocks: int) -> tuple:

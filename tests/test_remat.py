@@ -190,12 +190,13 @@ TINY = {
         4,
         32,
     ),
-    # Four one-level trees: two basic blocks each (the first projecting its shortcut where the
-    # width changes) and a root adding its first child back (DLA-102's), three of them level
-    # roots (the pooled input a child). The bottlenecks are checkpointed by the same line.
+    # The stem (base_layer, level0, level1: one unit), then four one-level trees: two basic
+    # blocks each, the first's shortcut projection where the width changes (two of them) and a
+    # root adding its first child back (DLA-102's), three of them level roots (the pooled input
+    # a child). The bottlenecks are checkpointed by the same line.
     "dla34": (
         {"levels": (1,) * 6, "channels": (4, 4, 8, 8, 16, 16), "shortcut_root": True, **XLA_CONVS},
-        12,
+        15,
         32,
     ),
     # The b networks' blocks: a projection at stride 1, one at stride 2, then a plain block.
@@ -237,8 +238,8 @@ TINY = {
     # DarkNet-AA's stages (an entry of average pool and 1x1, no transition): the stem, each
     # stage's entry, the 2 blocks.
     "darknetaa53": ({"depths": (1, 1), "widths": (8, 16), "stem_widths": (4,), **XLA_CONVS}, 5, 32),
-    # layer1's bottleneck, then a module of two branches of one basic block each (the fusion,
-    # the transitions and the head's bottlenecks are not checkpointed).
+    # The stem, layer1's bottleneck, the transition, a module of two branches of one basic
+    # block each and its fusion, the head's two bottlenecks, its downsampling and final layer.
     "hrnet_w18_small": (
         {
             "stem_width": 8,
@@ -248,7 +249,7 @@ TINY = {
             "num_features": 16,
             **XLA_CONVS,
         },
-        3,
+        10,
         32,
     ),
     # MIT's EfficientViT-B: per stage its strided MBConv, then a residual MBConv (stage 0), the

@@ -151,14 +151,16 @@ class MambaOut(nn.Module):
         norm = partial(nn.LayerNorm, EPSILON, dtype=self.dtype)
         end_points = {}
 
-        x = conv(self.dims[0] // 2, (3, 3), (2, 2), padding=1, name="stem_conv1")(
-            jnp.asarray(x, self.dtype)
-        )
-        if self.stem_mid_norm:
-            x = norm(name="stem_norm1")(x)
-        x = _ACTIVATIONS[self.activation](x)
-        x = conv(self.dims[0], (3, 3), (2, 2), padding=1, name="stem_conv2")(x)
-        x = end_points["stem"] = norm(name="stem_norm2")(x)
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(self.dims[0] // 2, (3, 3), (2, 2), padding=1, name="stem_conv1")(x)
+            if self.stem_mid_norm:
+                x = norm(name="stem_norm1")(x)
+            x = _ACTIVATIONS[self.activation](x)
+            x = conv(self.dims[0], (3, 3), (2, 2), padding=1, name="stem_conv2")(x)
+            return norm(name="stem_norm2")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         block = partial(
             checkpointed(GatedConvBlock, self.remat, takes_train=True),

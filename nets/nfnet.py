@@ -211,14 +211,18 @@ class NormFreeNet(nn.Module):
         )
         end_points = {}
 
+        def stem(module: nn.Module, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            c = self.stem_features
+            for i, (features, strides) in enumerate(((c // 8, 2), (c // 4, 1), (c // 2, 1))):
+                x = conv(features, 3, strides=strides, name=f"stem_conv{i + 1}")(x)
+                third = x
+                x = act(x)
+            return third, conv(c, 3, strides=2, name="stem_conv4")(x)
+
         x = jnp.asarray(x, self.dtype)
-        c = self.stem_features
-        for i, (features, strides) in enumerate(((c // 8, 2), (c // 4, 1), (c // 2, 1))):
-            x = conv(features, 3, strides=strides, name=f"stem_conv{i + 1}")(x)
-            if i == 2:
-                end_points["stem_conv3"] = x
-            x = act(x)
-        x = end_points["stem"] = conv(c, 3, strides=2, name="stem_conv4")(x)
+        end_points["stem_conv3"], x = checkpointed(stem, self.remat)(self, x)
+        end_points["stem"] = x
 
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.depths)))
         block = checkpointed(NormFreeBlock, self.remat, takes_train=True)

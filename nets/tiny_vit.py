@@ -268,7 +268,8 @@ class TinyVit(nn.Module):
         )
         end_points = {}
         x = jnp.asarray(x, self.dtype)
-        x = end_points["stem"] = PatchEmbed(self.embed_dims[0], layer, name="patch_embed")(x)
+        stem = checkpointed(PatchEmbed, self.remat)  # the largest maps: one unit for remat
+        x = end_points["stem"] = stem(self.embed_dims[0], layer, name="patch_embed")(x)
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         for i, depth in enumerate(self.depths):
             x = end_points[f"stage{i + 1}"] = Stage(

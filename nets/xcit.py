@@ -318,7 +318,8 @@ class Xcit(nn.Module):
             strides=2,
         )
         x = jnp.asarray(x, self.dtype)
-        x = Stem(self.embed_dim, layer, _gelu, self._divisors(), name="patch_embed")(x)
+        stem = checkpointed(Stem, self.remat)  # the largest maps: one unit for remat
+        x = stem(self.embed_dim, layer, _gelu, self._divisors(), name="patch_embed")(x)
         batch, height, width, dim = x.shape
         x = x + PositionEncoding(dim, self.conv, self.dtype, name="pos_embed")(batch, height, width)
         x = end_points["stem"] = x.reshape(batch, height * width, dim)

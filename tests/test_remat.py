@@ -66,7 +66,7 @@ TINY = {
     # MetaFormer's stages of BatchNorm blocks (their statistics cross the checkpoints).
     "inception_next_tiny": ({"depths": (1, 2), "dims": (8, 16), "mlp_ratios": (4, 3)}, 3, 32),
     # Gated CNN blocks in the same stages, LayerNorm downsamplings after their convolutions.
-    "mambaout_tiny": ({"depths": (1, 2), "dims": (8, 16)}, 3, 32),
+    "mambaout_tiny": ({"depths": (1, 2), "dims": (8, 16)}, 4, 32),
     # Spatial-reduction attention (the 2x2/2 reduction), the depthwise MLP; stage norms outside.
     "pvt_v2_b0": (
         {
@@ -138,7 +138,7 @@ TINY = {
             "group_size": 8,
             **XLA_CONVS,
         },
-        3,
+        4,
         16,
     ),
     # Pooling blocks, then a pooling and an attention block in the last stage (its map: 2x2).
@@ -154,7 +154,7 @@ TINY = {
             "window_sizes": (1, 2),
             **XLA_CONVS,
         },
-        3,
+        4,
         16,
     ),
     # A LeViT block, then the subsampling attention with its MLP and one more block.

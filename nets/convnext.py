@@ -164,10 +164,12 @@ class ConvNeXt(nn.Module):
         norm = partial(nn.LayerNorm, epsilon=self.norm_epsilon, dtype=self.dtype)
         end_points = {}
 
-        x = conv(self.widths[0], (4, 4), (4, 4), padding="VALID", name="stem_conv")(
-            jnp.asarray(x, self.dtype)
-        )
-        x = end_points["stem"] = norm(name="stem_norm")(x)
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(self.widths[0], (4, 4), (4, 4), padding="VALID", name="stem_conv")(x)
+            return norm(name="stem_norm")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):

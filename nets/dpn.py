@@ -159,12 +159,16 @@ class DPN(nn.Module):
         norm = batch_norm(TORCH._replace(epsilon=self.bn_epsilon), train, self.dtype)
         end_points = {}
 
-        k = self.stem_kernel_size
-        x = ConvNormAct(
-            self.stem_features, k, conv, norm, self.act, 2, self.padding, name="conv1_1"
-        )(jnp.asarray(x, self.dtype))
-        end_points["conv1_1"] = x
-        x = end_points["stem"] = max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
+        def stem(module: nn.Module, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            # The largest maps: one unit for `remat`, its layer at timm's path.
+            k = self.stem_kernel_size
+            x = ConvNormAct(
+                self.stem_features, k, conv, norm, self.act, 2, self.padding, name="conv1_1"
+            )(x)
+            return x, max_pool(x, (3, 3), strides=(2, 2), padding=self.padding)
+
+        end_points["conv1_1"], x = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
+        end_points["stem"] = x
 
         # timm has no checkpointing here: the unit is the dual path block, ResNeXt's and
         # DenseNet's at once.

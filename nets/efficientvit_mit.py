@@ -246,14 +246,18 @@ class EfficientViT(nn.Module):
         layer = partial(ConvNormAct, conv=conv, norm=norm, act=self.act, padding=self.padding,
                         norm_name="norm")  # fmt: skip
 
-        x = jnp.asarray(x, self.dtype)
-        x = layer(self.widths[0], 3, strides=2, name="stem_in_conv")(x)
-        for j in range(self.depths[0]):
-            kind = "conv" if self.large else "ds"
-            x = LocalBlock(self.widths[0], kind, **common, name=f"stem_res{j}")(x)
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = layer(self.widths[0], 3, strides=2, name="stem_in_conv")(x)
+            for j in range(self.depths[0]):
+                kind = "conv" if self.large else "ds"
+                x = LocalBlock(self.widths[0], kind, **common, name=f"stem_res{j}")(x)
+            return x
+
+        x = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
         end_points = {"stem": x}
         # timm checkpoints whole stages, which here are no modules (their blocks' names are flat
-        # at the top): each stage block is one checkpoint, the strided first too; the stem's none.
+        # at the top): each stage block is one checkpoint, the strided first too; the stem one.
         local = checkpointed(LocalBlock, self.remat)
         attention = checkpointed(EfficientViTBlock, self.remat)
         for i, (width, depth) in enumerate(zip(self.widths[1:], self.depths[1:], strict=True)):

@@ -148,10 +148,12 @@ class InceptionNeXt(nn.Module):
         mixer = partial(InceptionDWConv, conv, self.band_kernel_size, self.branch_ratio)
         end_points = {}
 
-        x = conv(self.dims[0], (4, 4), (4, 4), padding="VALID", name="stem_conv")(
-            jnp.asarray(x, self.dtype)
-        )
-        x = end_points["stem"] = norm(name="stem_norm")(x)
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(self.dims[0], (4, 4), (4, 4), padding="VALID", name="stem_conv")(x)
+            return norm(name="stem_norm")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         block = partial(checkpointed(MetaNeXtBlock, self.remat, takes_train=True), mixer, norm)
         blocks = [

@@ -347,12 +347,12 @@ class MetaFormer(nn.Module):
             downsample_norm = partial(nn.LayerNorm, EPSILON, use_bias=False, dtype=self.dtype)
         end_points = {}
 
-        x = conv(self.dims[0], (7, 7), (4, 4), padding=2, name="stem_conv")(
-            jnp.asarray(x, self.dtype)
-        )
-        if downsample_norm is not None:
-            x = downsample_norm(name="stem_norm")(x)
-        end_points["stem"] = x
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(self.dims[0], (7, 7), (4, 4), padding=2, name="stem_conv")(x)
+            return x if downsample_norm is None else downsample_norm(name="stem_norm")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         norm = norm_layer(self.norm, self.norm_epsilon, self.norm_bias, self.dtype)
         blocks = [

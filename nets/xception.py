@@ -158,12 +158,14 @@ class Xception(nn.Module):
         norm = batch_norm(TORCH, train, self.dtype)
         end_points = {}
 
-        x = conv(self.widths[0], (3, 3), (2, 2), padding=0, name="conv1")(
-            jnp.asarray(x, self.dtype)
-        )
-        x = nn.relu(norm(name="bn1")(x))
-        x = conv(self.widths[1], (3, 3), padding=0, name="conv2")(x)
-        x = end_points["stem"] = nn.relu(norm(name="bn2")(x))
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(self.widths[0], (3, 3), (2, 2), padding=0, name="conv1")(x)
+            x = nn.relu(norm(name="bn1")(x))
+            x = conv(self.widths[1], (3, 3), padding=0, name="conv2")(x)
+            return nn.relu(norm(name="bn2")(x))
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         for i, (width, reps, stride, grow_first) in enumerate(self._blocks(), 1):
             activated = None
@@ -306,13 +308,15 @@ class XceptionAligned(nn.Module):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)
         norm = batch_norm(TORCH._replace(epsilon=self.bn_epsilon), train, self.dtype)
         end_points = {}
-        x = jnp.asarray(x, self.dtype)
-        x = ConvNormAct(self.stem_widths[0], 3, conv, norm, nn.relu, 2, 1, name="stem_0")(x)
-        if self.preact:  # the first block's BatchNorm and ReLU follow
-            x = end_points["stem"] = conv(self.stem_widths[1], (3, 3), padding=1, name="stem_1")(x)
-        else:
-            layer = ConvNormAct(self.stem_widths[1], 3, conv, norm, nn.relu, 1, 1, name="stem_1")
-            x = end_points["stem"] = layer(x)
+
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's paths.
+            x = ConvNormAct(self.stem_widths[0], 3, conv, norm, nn.relu, 2, 1, name="stem_0")(x)
+            if self.preact:  # the first block's BatchNorm and ReLU follow
+                return conv(self.stem_widths[1], (3, 3), padding=1, name="stem_1")(x)
+            return ConvNormAct(self.stem_widths[1], 3, conv, norm, nn.relu, 1, 1, name="stem_1")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
         block = checkpointed(AlignedModule, self.remat)  # timm's `checkpoint_seq(self.blocks)`
         for i, spec in enumerate(self.blocks):
             x, tap = block(spec, conv, norm, self.preact, name=f"blocks_{i}")(x)

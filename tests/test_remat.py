@@ -62,9 +62,9 @@ TINY = {
         3,
         32,
     ),
-    "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 3, 32),
+    "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 4, 32),
     # MetaFormer's stages of BatchNorm blocks (their statistics cross the checkpoints).
-    "inception_next_tiny": ({"depths": (1, 2), "dims": (8, 16), "mlp_ratios": (4, 3)}, 3, 32),
+    "inception_next_tiny": ({"depths": (1, 2), "dims": (8, 16), "mlp_ratios": (4, 3)}, 4, 32),
     # Gated CNN blocks in the same stages, LayerNorm downsamplings after their convolutions.
     "mambaout_tiny": ({"depths": (1, 2), "dims": (8, 16)}, 4, 32),
     # Spatial-reduction attention (the 2x2/2 reduction), the depthwise MLP; stage norms outside.
@@ -209,7 +209,7 @@ TINY = {
             "stem_features": 8,
             **XLA_CONVS,
         },
-        3,
+        4,
         32,
     ),
     # CSPResNet's cross stages of bottlenecks with squeeze-excite and stochastic depth: the stem
@@ -253,7 +253,7 @@ TINY = {
         32,
     ),
     # MIT's EfficientViT-B: per stage its strided MBConv, then a residual MBConv (stage 0), the
-    # attention block (stage 2); the stem's residual block is not checkpointed (timm's).
+    # attention block (stage 2); the stem (its convolution and residual block) one unit.
     "efficientvit_b0": (
         {
             "widths": (8, 8, 8, 16, 16),
@@ -262,7 +262,7 @@ TINY = {
             "head_widths": (16, 24),
             **XLA_CONVS,
         },
-        6,
+        7,
         32,
     ),
     # A RepMixer block, then an attention block after its position encoding (drop path's draws).
@@ -308,7 +308,7 @@ TINY = {
     # the exit block.
     "legacy_xception": (
         {"widths": (4, 8, 8, 8, 16, 16, 16, 16, 16), "middle_blocks": 1, **XLA_CONVS},
-        5,
+        6,
         32,
     ),
     # Pre-activated aligned blocks: strided with a shortcut, the identity's, the last's (none).
@@ -322,7 +322,7 @@ TINY = {
             "stem_widths": (4, 8),
             **XLA_CONVS,
         },
-        3,
+        4,
         16,
     ),
     # A reduction and a normal cell after the ImageNet stem's two (not checkpointed); drop-path

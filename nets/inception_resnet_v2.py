@@ -17,6 +17,7 @@ import flax.linen as nn
 
 from nets.inception_utils import (
     V3_STEM,
+    V3_STEM_UNITS,
     AuxHeadInception,
     AuxLogits,
     AvgPool,
@@ -174,7 +175,7 @@ class InceptionResnetV2(AuxHeadInception):
     @nn.compact
     def __call__(self, x, train: bool = True):
         b = self.builder(train)
-        x, end_points = self.run(_STEM, x, b, stem="MaxPool_5a_3x3")
+        x, end_points = self.run(_STEM, x, b, V3_STEM_UNITS)
 
         def record(name, y):
             end_points[name] = y

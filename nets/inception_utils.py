@@ -72,7 +72,8 @@ class Builder:
     depth: the width function (Slim's `depth()`), applied to every `Conv2d` of a table.
     count_include_pad: whether `AvgPool` layers divide by the whole window (PyTorch's
       `avg_pool2d`) rather than by the pixels inside the input (TensorFlow's, Slim's).
-    remat: the network's `remat`, which each `Mixed` block after the stem takes (`run_layers`).
+    remat: the network's `remat`, which the units of `run_layers` take, and `Mixed` blocks run
+      outside them.
     """
 
     conv_bn: ModuleDef
@@ -206,23 +207,69 @@ class Mixed:
         return block(self.branches, builder, name=self.name)(x)
 
 
+class Unit(nn.Module):
+    """Consecutive layers of a table, which `remat` recomputes as one (`run_unit`): the output
+    of each, in order (a tuple: `jax.checkpoint` would return a dict's keys sorted)."""
+
+    layers: tuple[Any, ...]
+    builder: Builder
+
+    @nn.compact
+    def __call__(self, x) -> tuple[jax.Array, ...]:
+        outputs = []
+        for layer in self.layers:
+            x = layer(x, self.builder)
+            outputs.append(x)
+        return tuple(outputs)
+
+
+def run_unit(
+    network: nn.Module, layers: tuple, x: jax.Array, builder: Builder
+) -> dict[str, jax.Array]:
+    """`layers` on `x` as one `Unit` checkpointed by `builder.remat` (the blocks inside it are
+    not checkpointed again), which keeps only `x` for the backward pass. `network`, the calling
+    module, shares its scope with it (`nn.share_scope`), so the layers' variables keep the paths
+    they have without it."""
+    inner = dataclasses.replace(builder, remat=False)
+    unit = checkpointed(Unit, builder.remat)(layers, inner, name=f"{layers[0].name}_unit")
+    nn.share_scope(network, unit)
+    return {layer.name: y for layer, y in zip(layers, unit(x), strict=True)}
+
+
+def split_units(layers: tuple, stem: tuple[str, ...]) -> list[tuple]:
+    """`layers` as the runs that `remat` recomputes as one: the stem's, ending at the layers that
+    `stem` names, then a run per block with the pools after it (so the pool's input, the block's
+    output at the higher resolution, is recomputed, not kept)."""
+    units, unit, in_stem = [], [], True
+    for layer in layers:
+        if unit and not in_stem and not isinstance(layer, MaxPool):
+            units.append(tuple(unit))
+            unit = []
+        unit.append(layer)
+        if layer.name in stem:
+            units.append(tuple(unit))
+            unit, in_stem = [], layer.name != stem[-1]
+    if unit:
+        units.append(tuple(unit))
+    return units
+
+
 def run_layers(
-    layers: tuple, x: jax.Array, builder: Builder, stem: str
+    network: nn.Module, layers: tuple, x: jax.Array, builder: Builder, stem: tuple[str, ...]
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Applies a network's table of named layers, recording each output under its Slim name.
 
-    `stem` names the layer whose output is also the `stem` end point. The layers up to it run
-    without `builder.remat`: a stem is not checkpointed (Inception v4's Mixed_3a..5a are its).
+    `builder.remat` recomputes them in units (`split_units`), each keeping only its input: the
+    stem's ending at each layer `stem` names (one per resolution, so that recomputing one does
+    not hold the whole stem's maps at once), then each block with the pools after it. The last
+    layer `stem` names gives the `stem` end point too.
     """
     end_points = {}
-    body = builder
-    builder = dataclasses.replace(builder, remat=False)
-    for layer in layers:
-        x = layer(x, builder)
-        end_points[layer.name] = x
-        if layer.name == stem:
+    for unit in split_units(layers, stem):
+        end_points.update(run_unit(network, unit, x, builder))
+        x = end_points[unit[-1].name]
+        if unit[-1].name == stem[-1]:
             end_points["stem"] = x
-            builder = body
     return x, end_points
 
 
@@ -271,7 +318,7 @@ class SlimInception(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_INCEPTION.momentum
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     # The feature pyramid (`nets.features`): end_point -> stride, the deepest map at each stride.
     pyramid: ClassVar[dict[str, int]] = {}
@@ -297,13 +344,13 @@ class SlimInception(nn.Module):
         )
 
     def run(
-        self, table: tuple, x: jax.Array, builder: Builder, stem: str
+        self, table: tuple, x: jax.Array, builder: Builder, stem: tuple[str, ...]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """`run_layers` on the images, cast to the computation dtype."""
-        return run_layers(table, jnp.asarray(x, self.dtype), builder, stem)
+        return run_layers(self, table, jnp.asarray(x, self.dtype), builder, stem)
 
     def forward(
-        self, table: tuple, x: jax.Array, train: bool, stem: str, *head: Any
+        self, table: tuple, x: jax.Array, train: bool, stem: tuple[str, ...], *head: Any
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """The whole network when it is one table: `run`, then `slim_head(..., *head)`."""
         builder = self.builder(train)
@@ -367,6 +414,8 @@ V3_STEM = (
     Conv2d("Conv2d_4a_3x3", 192, 3, padding="VALID"),
     MaxPool("MaxPool_5a_3x3", 3, stride=2, padding="VALID"),
 )
+# Its units of recomputation (`run_layers`' `stem`): 299 -> 73 pixels, 73 -> 35.
+V3_STEM_UNITS = ("MaxPool_3a_3x3", "MaxPool_5a_3x3")
 
 
 def slim_head(

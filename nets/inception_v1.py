@@ -15,10 +15,12 @@ differ in what a checkpoint sees and in details that follow from it:
   optional auxiliary classifiers, off by default as in torchvision's published model.
 """
 
+import dataclasses
 import functools
 from typing import Any, ClassVar
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from nets import layers
@@ -30,6 +32,8 @@ from nets.inception_utils import (
     Mixed,
     ThinnableInception,
     depth_fn,
+    run_unit,
+    split_units,
 )
 from nets.layers import (
     TORCH_INCEPTION,
@@ -38,7 +42,6 @@ from nets.layers import (
     ModuleDef,
     adaptive_avg_pool,
     batch_norm,
-    checkpointed,
     max_pool,
 )
 
@@ -115,7 +118,8 @@ class InceptionV1(ThinnableInception):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        return self.forward(_INCEPTION_V1, x, train, "MaxPool_3a_3x3", "Conv2d_0c_1x1")
+        stem = ("MaxPool_2a_3x3", "MaxPool_3a_3x3")  # units of recomputation: 224 -> 56, 56 -> 28
+        return self.forward(_INCEPTION_V1, x, train, stem, "Conv2d_0c_1x1")
 
 
 class TorchInception(nn.Module):
@@ -157,15 +161,44 @@ class TorchInceptionAux(nn.Module):
         return nn.Dense(self.num_classes, dtype=self.dtype, name="fc2")(x)
 
 
-_TORCH_BODY = (
-    "inception3a",
-    "inception3b",
-    "maxpool3",
-    *(f"inception4{c}" for c in "abcde"),
-    "maxpool4",
-    "inception5a",
-    "inception5b",
+@dataclasses.dataclass(frozen=True)
+class TorchMixed:
+    """The table entry for torchvision's `Inception` module `name`."""
+
+    name: str
+    widths: tuple[int, ...]
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        return TorchInception(self.widths, builder, name=self.name)(x)
+
+
+class CeilMaxPool(MaxPool):
+    """torchvision's `MaxPool2d(..., ceil_mode=True)`: a last, partial window where the map has
+    pixels left over."""
+
+    def __call__(self, x: jax.Array, builder: Builder) -> jax.Array:
+        del builder
+        return max_pool(x, self.window, self.stride, self.padding, ceil_mode=True)
+
+
+_TORCH_MODULES = {name: TorchMixed(name, widths) for _, name, widths in _MODULES}
+
+_GOOGLENET = (
+    Conv2d("conv1", 64, 7, stride=2, padding=3),
+    CeilMaxPool("maxpool1", 3, 2, "VALID"),
+    Conv2d("conv2", 64, 1),
+    Conv2d("conv3", 192, 3, padding=1),
+    CeilMaxPool("maxpool2", 3, 2, "VALID"),
+    _TORCH_MODULES["inception3a"],
+    _TORCH_MODULES["inception3b"],
+    CeilMaxPool("maxpool3", 3, 2, "VALID"),
+    *(_TORCH_MODULES[f"inception4{c}"] for c in "abcde"),
+    CeilMaxPool("maxpool4", 2, 2, "VALID"),
+    _TORCH_MODULES["inception5a"],
+    _TORCH_MODULES["inception5b"],
 )
+# The stem's units of recomputation (`split_units`): 224 -> 56 pixels, 56 -> 28.
+_GOOGLENET_STEM = ("maxpool1", "maxpool2")
 # Where torchvision's auxiliary heads branch off: module name, output name.
 _TORCH_AUX = {"inception4a": ("aux1", "aux_logits1"), "inception4d": ("aux2", "aux_logits2")}
 
@@ -195,7 +228,7 @@ class GoogLeNet(nn.Module):
     conv: ModuleDef = Conv
     depth_multiplier: float = 1.0
     min_depth: int = 16
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """The deepest map at each stride (`nets.features`)."""
@@ -209,30 +242,16 @@ class GoogLeNet(nn.Module):
         )
         conv_bn = functools.partial(ConvNormAct, conv=conv, norm=norm, act=nn.relu)
         depth = depth_fn(self.depth_multiplier, self.min_depth)
-        builder = Builder(conv_bn=conv_bn, conv=conv, depth=depth)
-        modules = {torch_name: widths for _, torch_name, widths in _MODULES}
+        builder = Builder(conv_bn=conv_bn, conv=conv, depth=depth, remat=self.remat)
         with_aux = bool(self.num_classes) and self.aux_logits
         end_points = {}
-
-        def record(name, y):
-            end_points[name] = y
-            return y
-
         x = jnp.asarray(x, self.dtype)
-        x = record("conv1", Conv2d("conv1", 64, 7, stride=2, padding=3)(x, builder))
-        pool = functools.partial(max_pool, strides=2, ceil_mode=True)
-        x = record("maxpool1", pool(x, 3))
-        x = record("conv2", Conv2d("conv2", 64, 1)(x, builder))
-        x = record("conv3", Conv2d("conv3", 192, 3, padding=1)(x, builder))
-        x = record("maxpool2", pool(x, 3))
-        end_points["stem"] = x
-        block = checkpointed(TorchInception, self.remat)
-        for name in _TORCH_BODY:
-            if name.startswith("maxpool"):
-                window = 2 if name == "maxpool4" else 3
-                x = record(name, pool(x, window))
-                continue
-            x = record(name, block(modules[name], builder, name=name)(x))
+        for unit in split_units(_GOOGLENET, _GOOGLENET_STEM):  # as `run_layers` does
+            end_points.update(run_unit(self, unit, x, builder))
+            name = unit[-1].name
+            x = end_points[name]
+            if name == _GOOGLENET_STEM[-1]:
+                end_points["stem"] = x
             # The auxiliary heads run while initialising even in eval mode, so that train and
             # eval variables always match; their logits are end points in training only.
             if name in _TORCH_AUX and with_aux and (train or self.is_initializing()):

@@ -151,7 +151,8 @@ class InceptionV2(ThinnableInception):
         else:
             first = Conv2d("Conv2d_1a_7x7", 64, 7, stride=2)
         layers = (first, *_INCEPTION_V2)
-        return self.forward(layers, x, train, "MaxPool_3a_3x3", "Conv2d_1c_1x1")
+        stem = ("MaxPool_2a_3x3", "MaxPool_3a_3x3")  # units of recomputation: 224 -> 56, 56 -> 28
+        return self.forward(layers, x, train, stem, "Conv2d_1c_1x1")
 
 
 inception_v2 = functools.partial(InceptionV2)

@@ -14,6 +14,7 @@ import flax.linen as nn
 
 from nets.inception_utils import (
     V3_STEM,
+    V3_STEM_UNITS,
     AuxHeadInception,
     AuxLogits,
     AvgPool,
@@ -148,7 +149,7 @@ class InceptionV3(AuxHeadInception):
     @nn.compact
     def __call__(self, x, train: bool = True):
         head = ("Conv2d_1c_1x1", False, _AUX, "Mixed_6e")
-        return self.forward(_INCEPTION_V3, x, train, "MaxPool_5a_3x3", *head)
+        return self.forward(_INCEPTION_V3, x, train, V3_STEM_UNITS, *head)
 
 
 inception_v3 = functools.partial(InceptionV3)

@@ -145,7 +145,9 @@ class InceptionV4(AuxHeadInception):
 
     @nn.compact
     def __call__(self, x, train: bool = True):
-        return self.forward(_INCEPTION_V4, x, train, "Mixed_5a", "Logits", True, _AUX, "Mixed_6h")
+        stem = ("Mixed_3a", "Mixed_5a")  # units of recomputation: 299 -> 73 pixels, 73 -> 35
+        head = ("Logits", True, _AUX, "Mixed_6h")
+        return self.forward(_INCEPTION_V4, x, train, stem, *head)
 
 
 inception_v4 = functools.partial(InceptionV4)

@@ -281,27 +281,33 @@ TINY = {
     "efficientvit_m1": (EFFICIENTVIT_MSRA, 4, 48),
     # RepViT's stages, as timm's: gated and plain blocks, then the downsampling with a block.
     "repvit_m0_9": ({"embed_dims": (8, 16), "depths": (2, 1), **XLA_CONVS}, 3, 32),
-    # The Inceptions have fixed tables: all their blocks, thinned (four in the slow tier, SLOW).
-    # GoogLeNet's nine Inception modules (torchvision's).
-    "googlenet": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 9, 32),
-    # Slim's Mixed blocks (v1-v4's and Inception-ResNet-v2's machinery): v2's eight and two
-    # strided ones; v3's eleven, at its smallest size without the auxiliary head.
-    "inception_v2": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 10, 32),
+    # The Inceptions have fixed tables: all their units, thinned (five in the slow tier, SLOW).
+    # Each stem is two units, a resolution each (`run_layers`); a block and the pool after it
+    # are one. GoogLeNet's: its stem's two, nine Inception modules (maxpool3 and 4 in theirs).
+    "googlenet": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 11, 32),
+    # Slim's Mixed blocks (v1-v4's and Inception-ResNet-v2's machinery): v2's stem's two, its
+    # eight blocks and two strided ones; v3's two and eleven, at its smallest size without the
+    # auxiliary head.
+    "inception_v2": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 12, 32),
+    # v1's two, nine blocks, Mixed_3c and 4f each with the pool after it.
+    "inception_v1": ({"depth_multiplier": 0.1, "min_depth": 2, **XLA_CONVS}, 11, 32),
     "inception_v3": (
         {"depth_multiplier": 0.1, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
-        11,
+        13,
         75,
     ),
-    # Inception-A/B/C and both reductions; the stem's Mixed_3a..5a are not checkpointed.
+    # The stem's two (the convolutions with Mixed_3a, Mixed_4a with 5a), Inception-A/B/C and
+    # both reductions.
     "inception_v4": (
         {"depth_multiplier": 0.05, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
-        16,
+        18,
         75,
     ),
-    # Mixed_5b, the 39 residual blocks of the three Repeat scopes, Mixed_6a and 7a, Block8.
+    # v3's stem's two, Mixed_5b, the 39 residual blocks of the three Repeat scopes, Mixed_6a
+    # and 7a, Block8.
     "inception_resnet_v2": (
         {"depth_multiplier": 0.05, "min_depth": 2, "create_aux_logits": False, **XLA_CONVS},
-        43,
+        45,
         75,
     ),
     # The first entry block (its `activated` argument None), the other two, a middle block and
@@ -417,7 +423,7 @@ def residual_bytes(loss, variables) -> int:
 
 
 # Whole Inceptions (fixed tables) whose traces take seconds: in the slow tier.
-SLOW = ("googlenet", "inception_v3", "inception_v4", "inception_resnet_v2")
+SLOW = ("googlenet", "inception_v1", "inception_v3", "inception_v4", "inception_resnet_v2")
 
 
 @pytest.mark.parametrize(

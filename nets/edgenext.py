@@ -212,9 +212,15 @@ class EdgeNeXt(nn.Module):
         end_points = {}
 
         kernel, pad = (9, 4) if self.overlapping_stem else (4, 0)
-        stem = conv(self.widths[0], (kernel, kernel), 4, padding=[(pad, pad)] * 2, name="stem_conv")
-        x = stem(jnp.asarray(x, self.dtype))
-        x = end_points["stem"] = norm(name="stem_norm")(x)
+
+        def stem(module: nn.Module, x: jax.Array) -> jax.Array:
+            # The largest maps: one unit for `remat`, its layers at timm's flat paths.
+            x = conv(
+                self.widths[0], (kernel, kernel), 4, padding=[(pad, pad)] * 2, name="stem_conv"
+            )(x)
+            return norm(name="stem_norm")(x)
+
+        x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
         stage_fields = zip(*fields, self.position_encoding, self.depths, strict=True)

@@ -303,7 +303,7 @@ class PyramidVisionTransformerV2(nn.Module):
     def __call__(self, x: jax.Array, train: bool = True):
         self._check()
         end_points = {}
-        x = end_points["stem"] = OverlapPatchEmbed(
+        x = end_points["stem"] = checkpointed(OverlapPatchEmbed, self.remat)(  # one unit
             self.embed_dims[0], 7, 4, self.conv, self.embed_epsilon, self.dtype, name="patch_embed"
         )(jnp.asarray(x, self.dtype))
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))

@@ -352,7 +352,7 @@ class SwinTransformer(nn.Module):
         self._check()
         norm = partial(nn.LayerNorm, epsilon=self.epsilon, dtype=self.dtype)
         end_points = {}
-        x = end_points["stem"] = PatchEmbed(
+        x = end_points["stem"] = checkpointed(PatchEmbed, self.remat)(  # the largest maps: a unit
             self.embed_dim, self.patch_size, self.conv, self.epsilon, self.dtype, name="patch_embed"
         )(jnp.asarray(x, self.dtype))
 

@@ -45,7 +45,7 @@ TINY = {
     ),
     "swin_tiny_patch4_window7_224": (
         {"img_size": 32, "embed_dim": 8, "depths": (2, 1), "num_heads": (1, 2), "window_size": 4},
-        3,
+        4,
         32,
     ),
     # V2's blocks: cosine attention, the position bias MLP, post-norms.
@@ -59,7 +59,7 @@ TINY = {
             "window_size": 4,
             "pretrained_window_sizes": (0, 0),
         },
-        3,
+        4,
         32,
     ),
     "convnext_tiny": ({"depths": (1, 2), "widths": (8, 16)}, 4, 32),
@@ -77,7 +77,7 @@ TINY = {
             "mlp_ratios": (2.0, 2.0),
             **XLA_CONVS,
         },
-        3,
+        4,
         32,
     ),
     "eva02_base_patch14_224": (

@@ -125,6 +125,24 @@ class RepBlock(nn.Module):
         return y if self.act is None else self.act(y)
 
 
+class Stem(nn.Module):
+    """`stem_0`..`stem_2`: MobileOne blocks 3x3/2, 3x3/2 depthwise, 1x1 (`scale_branch`: the
+    first two's 1x1 branches). The network shares its scope with it (`nn.share_scope`), so they
+    keep timm's paths while `remat` recomputes them as one unit (at strides 2 and 4, they kept
+    half of the backward pass's residuals when only the blocks were recomputed)."""
+
+    width: int
+    block: ModuleDef  # RepBlock with conv, norm and deploy
+    scale_branch: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernels, width = mobile_one(3, scale_branch=self.scale_branch), self.width
+        x = self.block(width, kernels, strides=2, name="stem_0")(x)
+        x = self.block(width, kernels, strides=2, groups=width, name="stem_1")(x)
+        return self.block(width, mobile_one(1), name="stem_2")(x)
+
+
 class PatchEmbed(nn.Module):
     """`proj_0`, the 7x7/2 depthwise large-kernel convolution to `features` (a 3x3 beside it),
     then `proj_1`, a 1x1 MobileOne block."""
@@ -282,7 +300,8 @@ class FastVitBlock(nn.Module):
 
 class FastVitStage(nn.Module):
     """`downsample` (a `PatchEmbed`, all stages but the first), `pos_emb` (a `RepCPE`, if any),
-    then `blocks_{j}`, each recomputed in the backward pass when `remat` (timm's checkpoints)."""
+    then `blocks_{j}`; when `remat`, the downsampling and each block are recomputed in the
+    backward pass (timm checkpoints the blocks only)."""
 
     features: int
     depth: int
@@ -295,7 +314,8 @@ class FastVitStage(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         if self.patch_embed is not None:
-            x = self.patch_embed(self.features, name="downsample")(x)
+            patch_embed = checkpointed(self.patch_embed, self.remat)
+            x = patch_embed(self.features, name="downsample")(x)
         if self.pos_emb is not None:
             x = self.pos_emb(name="pos_emb")(x)
         block = checkpointed(self.block, self.remat, takes_train=True)
@@ -333,7 +353,7 @@ class FastVit(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # blocks, stem, downsamplings recomputed (str: ...remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem."""
@@ -353,13 +373,13 @@ class FastVit(nn.Module):
         block = partial(RepBlock, conv=conv, norm=norm, deploy=self.deploy)
         end_points = {}
 
-        x = jnp.asarray(x, self.dtype)
-        width, scale = self.dims[0], self.stem_scale_branch
-        x = block(width, mobile_one(3, scale_branch=scale), strides=2, name="stem_0")(x)
-        x = block(width, mobile_one(3, scale_branch=scale), strides=2, groups=width, name="stem_1")(
-            x
+        # The stem, each stage's downsampling and blocks, and `final_conv` are recomputed in the
+        # backward pass when `remat` (timm: the blocks).
+        stem = checkpointed(Stem, self.remat)(
+            self.dims[0], block, self.stem_scale_branch, name="stem"
         )
-        x = end_points["stem"] = block(width, mobile_one(1), name="stem_2")(x)
+        nn.share_scope(self, stem)  # its blocks at timm's paths (its docstring)
+        x = end_points["stem"] = stem(jnp.asarray(x, self.dtype))
 
         if self.attention_norm not in ("batch_norm", "layer_norm"):
             raise ValueError(
@@ -404,7 +424,7 @@ class FastVit(nn.Module):
             )(x, train)
             end_points[f"stages_{i}"] = x
 
-        final = block(
+        final = checkpointed(block, self.remat)(
             int(self.dims[-1] * self.cls_ratio),
             mobile_one(3),
             groups=self.dims[-1],

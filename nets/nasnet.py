@@ -62,6 +62,26 @@ NASNET_A_REDUCTION = CellSpec(
 )
 
 
+class StemConv(nn.Module):
+    """The stem's convolution and its BatchNorm, `conv_name` and `bn_name` (Slim's `conv0`,
+    `conv0_bn`; CIFAR's `l1_stem_3x3`, `l1_stem_bn`). The network shares its scope with it
+    (`nn.share_scope`), so they keep Slim's paths while `remat` recomputes them as one unit."""
+
+    features: int
+    strides: int
+    padding: str
+    conv_name: str
+    bn_name: str
+    conv: ModuleDef
+    norm: ModuleDef
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        s = self.strides
+        x = self.conv(self.features, (3, 3), (s, s), padding=self.padding, name=self.conv_name)(x)
+        return self.norm(name=self.bn_name)(x)
+
+
 def reduction_layers(num_cells: int, num_reduction_layers: int) -> list[int]:
     """The cells that reduce (Slim's `calc_reduction_layers`): evenly spaced, e.g. 18 -> [6, 12]."""
     return [
@@ -103,7 +123,7 @@ class NASNet(nn.Module):
     strided_pool_padding: str = "SAME"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # cells, stem recomputed in backward (str: ...remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:
@@ -151,11 +171,12 @@ class NASNet(nn.Module):
         separate_reductions = len(reductions) if self.reduction_cell is not None else 0
         total_cells = self.num_cells + separate_reductions + num_stem_cells
 
-        # The cells after the stem are checkpointed. Their mode is static (argument 3); so is a
-        # Python number's progress (the default 1.0), whose keep probability is then computed in
-        # float64 as without remat; train.py's schedule, an array, is traced.
+        # Every cell, the stem's too, is checkpointed (and the stem's convolution, `_stem`).
+        # Their mode is static (argument 3); so is a Python number's progress (the default 1.0),
+        # whose keep probability is then computed in float64 as without remat; train.py's
+        # schedule, an array, is traced.
         progress_is_static = isinstance(drop_path_progress, int | float)
-        body_cell = checkpointed(
+        checkpointed_cell = checkpointed(
             Cell, self.remat, static_argnums=(3, 4) if progress_is_static else (3,)
         )
 
@@ -163,8 +184,7 @@ class NASNet(nn.Module):
             # Slim scales drop-path by depth: (cell_num + 1) / total_cells reaches 1 at the top.
             rate = (cell_num + 1) / total_cells * self.drop_path_rate
             features = int(self.num_conv_filters * filter_scaling)
-            block = Cell if cell_num < num_stem_cells else body_cell
-            module = block(
+            module = checkpointed_cell(
                 spec, features, strides, rate, conv, norm, self.strided_pool_padding, name=name
             )
             return module(x, prev, train, drop_path_progress)
@@ -214,15 +234,17 @@ class NASNet(nn.Module):
 
     def _stem(self, x, cell, conv, norm):
         """The stem's outputs, oldest first; `None` is the first cell's missing older input."""
+        stem_conv = partial(checkpointed(StemConv, self.remat), conv=conv, norm=norm, name="stem")
         if self.stem_type == "cifar":
             filters = int(self.num_conv_filters * self.stem_multiplier)
-            x = conv(filters, (3, 3), name="l1_stem_3x3")(x)
-            return [None, norm(name="l1_stem_bn")(x)]
+            module = stem_conv(filters, 1, "SAME", "l1_stem_3x3", "l1_stem_bn")
+            nn.share_scope(self, module)  # its layers at Slim's paths (its docstring)
+            return [None, module(x)]
         if self.stem_type != "imagenet":
             raise ValueError(f"stem_type must be 'imagenet' or 'cifar', got {self.stem_type!r}")
-        filters = int(32 * self.stem_multiplier)
-        x = conv(filters, (3, 3), (2, 2), padding="VALID", name="conv0")(x)
-        outputs = [None, norm(name="conv0_bn")(x)]
+        module = stem_conv(int(32 * self.stem_multiplier), 2, "VALID", "conv0", "conv0_bn")
+        nn.share_scope(self, module)  # its layers at Slim's paths (its docstring)
+        outputs = [None, module(x)]
         # Two reduction cells (PNASNet: strided normal cells) at 1/4 and 1/2 of the filters.
         stem_cell = self.normal_cell if self.reduction_cell is None else self.reduction_cell
         for i in range(2):

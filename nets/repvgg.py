@@ -134,16 +134,18 @@ class RepVGG(nn.Module):
     def __call__(self, x, train: bool = True):
         conv = partial(self.conv, use_bias=False, dtype=self.dtype)
         norm = batch_norm(TORCH, train, self.dtype)
-        block = partial(RepVggBlock, conv=conv, norm=norm, se=self.se, deploy=self.deploy)
+        # Every block, the stem's too, is recomputed in the backward pass: timm checkpoints whole
+        # stages (one block at a time keeps less, as MobileViT's here) and never the stem, whose
+        # branches at half the input's resolution then keep a third of the activations.
+        block = checkpointed(
+            partial(RepVggBlock, conv=conv, norm=norm, se=self.se, deploy=self.deploy), self.remat
+        )
         end_points = {}
         x = end_points["stem"] = block(self.stem_width, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
-        # The stages' blocks, not the stem, are recomputed in the backward pass (timm checkpoints
-        # whole stages; one block at a time keeps less, as MobileViT's here).
-        stage_block = checkpointed(block, self.remat)
         for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
-            x = Stage(width, depth, stage_block, self.groups, name=f"stages_{i}")(x)
+            x = Stage(width, depth, block, self.groups, name=f"stages_{i}")(x)
             end_points[f"stages_{i}"] = x
         return classify(
             global_avg_pool(x),

@@ -265,7 +265,9 @@ TINY = {
         7,
         32,
     ),
-    # A RepMixer block, then an attention block after its position encoding (drop path's draws).
+    # The stem's three MobileOne blocks (one unit at the network's paths), a RepMixer block, the
+    # three downsamplings, an attention block after its position encoding (drop path's draws),
+    # `final_conv`.
     "fastvit_sa12": (
         {
             "depths": (1, 0, 0, 1),
@@ -273,7 +275,7 @@ TINY = {
             "drop_path_rate": 0.1,
             **XLA_CONVS,
         },
-        2,
+        7,
         32,
     ),
     # MSRA's EfficientViT: a block in each stage, after the two downsamplings (not recomputed);
@@ -331,8 +333,8 @@ TINY = {
         4,
         16,
     ),
-    # A reduction and a normal cell after the ImageNet stem's two (not checkpointed); drop-path
-    # with the default progress, a static Python number.
+    # The ImageNet stem's convolution (at the network's paths) and two cells, a reduction and a
+    # normal cell; drop-path with the default progress, a static Python number.
     "nasnet_mobile": (
         {
             "num_cells": 1,
@@ -342,13 +344,14 @@ TINY = {
             "use_aux_head": False,
             **XLA_CONVS,
         },
-        2,
+        5,
         16,
     ),
-    # PNASNet's cell, the first after the CIFAR stem (its older input None).
+    # The CIFAR stem's convolution (at the network's paths), then PNASNet's cell (its older input
+    # None).
     "pnasnet_mobile": (
         {"stem_type": "cifar", "num_cells": 1, "num_reduction_layers": 0, **XLA_CONVS},
-        1,
+        2,
         16,
     ),
     # Inverted residuals: V3's without expansion (squeeze-excite), EdgeTPU's fused one, a 5x5
@@ -382,11 +385,11 @@ TINY = {
         5,
         32,
     ),
-    # The strided first blocks of the four stages and a grouped one with the identity branch,
-    # each with d2se's squeeze-excite; the stem (a block too) is not recomputed.
+    # The stem (a block too), the strided first blocks of the four stages and a grouped one with
+    # the identity branch, each with d2se's squeeze-excite.
     "repvgg_d2se": (
         {"depths": (2, 1, 1, 1), "width_factors": (0.125,) * 4, "stem_width": 8, "groups": 2},
-        5,
+        6,
         32,
     ),
 }

@@ -134,7 +134,7 @@ class ConvNeXt(nn.Module):
     grn: bool = False  # ConvNeXt V2's global response normalisation in every block's MLP
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

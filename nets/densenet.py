@@ -129,7 +129,7 @@ class DenseNet(nn.Module):
     # PyTorch's BatchNorm epsilon, as torchvision's and timm's weights were trained; Keras's
     # DenseNet has 1.001e-5 (`nets_weights/densenet.py`).
     bn_epsilon: float = TORCH.epsilon
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

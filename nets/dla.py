@@ -198,7 +198,7 @@ class DLA(nn.Module):
     dtype: Any = jnp.float32
     act: Callable = nn.relu
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: `level1` (stride 2) .. `level5` (32)."""

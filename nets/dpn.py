@@ -143,7 +143,7 @@ class DPN(nn.Module):
     # authors' MXNet ones) were trained; 'SAME' and 1e-5 compute other functions with them.
     padding: str = "SYMMETRIC"
     bn_epsilon: float = 1e-3
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem convolution's map, then each stage's output."""

@@ -185,7 +185,7 @@ class EdgeNeXt(nn.Module):
     mlp_ratio: int = 4
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     feature_strides = ConvNeXt.feature_strides
     layer_id = ConvNeXt.layer_id  # timm's group_matcher is ConvNeXt's

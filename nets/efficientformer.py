@@ -283,7 +283,7 @@ class EfficientFormer(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
     resize_with: ClassVar[str] = "attention_resolution"

@@ -285,7 +285,7 @@ class EfficientFormerV2(nn.Module):
     drop_path_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     # What builds the network for images of other sizes (`NetworkFn` says so when it refuses).
     resize_with: ClassVar[str] = "default_image_size"

@@ -177,7 +177,7 @@ class EfficientNet(nn.Module):
     padding: str = "SYMMETRIC"
     bn_epsilon: float = 1e-5
     bn_momentum: float = 0.9
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""

@@ -216,7 +216,7 @@ class EfficientViT(nn.Module):
     # timm's: PyTorch's symmetric padding; BatchNorm's and LayerNorm's epsilon (L: 1e-7).
     padding: str = "SYMMETRIC"
     bn_epsilon: float = TORCH.epsilon
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the four stages."""

@@ -189,7 +189,7 @@ class EfficientViTMsra(nn.Module):
     conv: ModuleDef = Conv
     padding: str = "SYMMETRIC"  # PyTorch's, the weights'
     bn_epsilon: float = TORCH.epsilon
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the three stages."""

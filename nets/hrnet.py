@@ -171,7 +171,7 @@ class HRNet(nn.Module):
     padding: Any = "SYMMETRIC"  # timm's; 'SAME' computes another function with its weights
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem (stride 2), then the widened branches (4 .. 32)."""

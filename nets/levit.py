@@ -231,7 +231,7 @@ class Levit(nn.Module):
     padding: PaddingLike = "SYMMETRIC"  # of the stem's convolutions: PyTorch's, the weights'
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

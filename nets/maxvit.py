@@ -348,7 +348,7 @@ class MaxViT(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def partition(self) -> Window:
         """The windows' and the grid's size, the same in every stage (timm's `window_size` and

@@ -174,7 +174,7 @@ class MobileNet(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.997 suits ImageNet's long runs; short
     # ones (a few hundred steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_MOBILENET.momentum
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""

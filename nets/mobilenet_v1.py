@@ -99,7 +99,7 @@ class MobileNetV1(nn.Module):
     # The decay of BatchNorm's running averages: Slim's 0.9997 suits ImageNet's long runs; short
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM.momentum
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

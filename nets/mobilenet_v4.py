@@ -389,7 +389,7 @@ class MobileNetV4(nn.Module):
     padding: str = "SYMMETRIC"
     bn_epsilon: float = TORCH.epsilon
     bn_momentum: float = TORCH.momentum
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""

@@ -261,7 +261,7 @@ class MobileViT(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

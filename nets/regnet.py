@@ -180,7 +180,7 @@ class RegNet(nn.Module):
     # timm's weights were trained; Keras's RegNets pad TensorFlow's 'SAME' (one pixel at the
     # bottom and right only where a stride-2 layer sees an even map: `nets_weights/regnet.py`).
     padding: str = "SYMMETRIC"
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def stages(self) -> tuple[Stage, ...]:

@@ -118,7 +118,7 @@ class RepVGG(nn.Module):
     dropout_rate: float = 0.0
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def widths(self) -> tuple[int, ...]:

@@ -190,7 +190,7 @@ class RepVit(nn.Module):
     dropout_rate: float = 0.0  # of the pooled features, before both heads (timm's drop_rate)
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output."""

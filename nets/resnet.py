@@ -397,7 +397,7 @@ class ResNet(nn.Module):
     # at the first block to this rate at the last (timm's rule, "ResNet strikes back" trains
     # ResNet-50 with 0.05); training only, from the 'dropout' rng.
     drop_path_rate: float = 0.0
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """The stem convolution's map (timm's `act1`) and each stage's (`nets.features`)."""

@@ -126,7 +126,7 @@ class ReXNet(nn.Module):
     padding: str = "SYMMETRIC"
     bn_epsilon: float = 1e-5
     bn_momentum: float = 0.9
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     def _width(self, base: float) -> int:
         """timm's rounding of a base width: below width 1 the base was divided by it first."""

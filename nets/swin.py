@@ -320,7 +320,7 @@ class SwinTransformer(nn.Module):
     # 'auto': cuDNN's fused kernel on GPUs in half precision, else XLA's; 'xla' or 'cudnn' force.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

@@ -271,7 +271,7 @@ class Xcit(nn.Module):
     # 'xla' or 'cudnn' force. The cross-covariance attention is always computed explicitly.
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks recomputed in backward (str: nets.layers.remat.POLICIES)
+    remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

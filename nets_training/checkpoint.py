@@ -210,20 +210,29 @@ class Checkpointer:
     def _remove_leftovers(self) -> None:
         """Removes what failed writes left: their temporary folders (the workdir's lock makes
         this run the only writer), which a full disk would otherwise keep. After a failure orbax
-        does not wait for the write's other items, whose threads may still be writing there: the
-        removal is tried again for up to `LEFTOVER_SECONDS`."""
+        does not wait for the write's other items, whose threads may still be writing there and
+        recreate a removed folder: once any was found, the folders must stay away for
+        `LEFTOVER_QUIET_SECONDS`, tried for up to `LEFTOVER_SECONDS`."""
         if jax.process_index() != 0:
             return
         deadline = time.monotonic() + LEFTOVER_SECONDS
-        while leftovers := list(self.directory.glob("*.orbax-checkpoint-tmp*")):
-            for leftover in leftovers:
-                shutil.rmtree(leftover, ignore_errors=True)
-            if time.monotonic() > deadline:
+        found, quiet_until = False, None
+        while time.monotonic() < deadline:
+            if leftovers := list(self.directory.glob("*.orbax-checkpoint-tmp*")):
+                for leftover in leftovers:
+                    shutil.rmtree(leftover, ignore_errors=True)
+                found, quiet_until = True, None
+            elif not found:  # no write failed
+                return
+            elif quiet_until is None:
+                quiet_until = time.monotonic() + LEFTOVER_QUIET_SECONDS
+            elif time.monotonic() >= quiet_until:
                 return
             time.sleep(0.05)
 
 
 LEFTOVER_SECONDS = 10.0
+LEFTOVER_QUIET_SECONDS = 1.0
 
 
 def newest_complete_step(directory: Path) -> int | None:

@@ -353,7 +353,7 @@ class FastVit(nn.Module):
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
-    remat: bool | str = False  # blocks, stem, downsamplings recomputed (str: ...remat.POLICIES)
+    remat: bool | str = False  # stem, blocks, downsamplings recomputed (remat.POLICIES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem."""

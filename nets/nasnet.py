@@ -123,7 +123,7 @@ class NASNet(nn.Module):
     strided_pool_padding: str = "SAME"
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
-    remat: bool | str = False  # cells, stem recomputed in backward (str: ...remat.POLICIES)
+    remat: bool | str = False  # stem, cells recomputed in backward (nets.layers.remat.POLICIES)
 
     @property
     def min_image_size(self) -> int:

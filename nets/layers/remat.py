@@ -1,4 +1,5 @@
-"""Gradient checkpointing of a network's blocks: timm's `set_grad_checkpointing`, JAX's remat."""
+"""Gradient checkpointing of a network's blocks, stem and the layers between blocks: timm's
+`set_grad_checkpointing`, JAX's remat."""
 
 from functools import partial
 
@@ -37,9 +38,11 @@ def checkpointed(
 ) -> ModuleDef:
     """`block` (a module class, or a partial over one) whose activations the backward pass
     recomputes from its input instead of keeping them, when `remat`: training holds one block's
-    activations at a time, for about a third more compute (`jax.checkpoint`). A `remat` of
-    `POLICIES` keeps what it names too and recomputes the rest ('dots_saveable': the
-    convolutions' and matrix products' outputs, so only norms and activations run twice).
+    activations at a time, for about a third more compute (`jax.checkpoint`). `block` may also
+    be a function whose first argument is the calling module (`fn(module, x)`, flax's lifted
+    form): the layers it creates are that module's, at their own paths (a stem's flat names).
+    A `remat` of `POLICIES` keeps what it names too and recomputes the rest ('dots_saveable':
+    the convolutions' and matrix products' outputs, so only norms and activations run twice).
     Its parameters, names and values are the same. `takes_train`: its `__call__` is
     `(x, train)`, the mode a Python bool. `static_argnums`: the positions of its other Python
     values among the call's arguments (`x` is 1; a mode elsewhere than 2, or more than a mode),

@@ -19,7 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax.core import scope as flax_scope
 from jax._src.nn import initializers as jax_initializers
+from safetensors.numpy import load_file
 
+import nets_factory
 from nets.layers import Conv
 
 
@@ -293,3 +295,17 @@ def assert_fused_like_timms(
         np.testing.assert_allclose(ours["reparam_conv"]["kernel"], theirs, atol=atol)
         theirs_bias = timm_fused[f"{prefix}.reparam_conv.bias"]
         np.testing.assert_allclose(ours["reparam_conv"]["bias"], theirs_bias, atol=atol)
+
+
+def output_stride_error(name: str, case: str, kwargs: dict, output_stride: int) -> float:
+    """The relative error of parity fixture `case` loaded as `name` with `kwargs` and
+    `output_stride` against timm's logits for the same weights at that stride
+    (`tools/parity.write_output_strides`)."""
+    folder = Path(__file__).with_name("fixtures") / "parity" / case
+    network_fn, variables = nets_factory.load_pretrained(
+        name, folder, output_stride=output_stride, **kwargs
+    )
+    images = load_file(folder / "expected.safetensors")["images"]
+    reference = load_file(folder / "output_stride.safetensors")[f"logits_{output_stride}"]
+    logits, _ = jax.jit(network_fn.apply)(variables, images)
+    return float(np.max(np.abs(np.asarray(logits) - reference)) / np.max(np.abs(reference)))

@@ -155,3 +155,24 @@ def write_fused(
     fused = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith(kept)}
     assert len(fused) == 2 * len(kept)  # a weight and a bias each
     save_file({**fused, "logits": logits.numpy()}, folder / "fused.safetensors")
+
+
+def write_output_strides(
+    case: str, build: Callable[[int], torch.nn.Module], output_strides: tuple[int, ...] = (8, 16)
+) -> None:
+    """The case's network (its written weights) dilated by timm's `output_stride`: `build(s)` is
+    the case's small network at `output_stride=s`. Its logits on the case's images at each
+    stride, as `output_stride.safetensors` (`logits_8`, `logits_16`; float32), which the
+    network with the same `output_stride` must give (`tests.helpers.output_stride_error`)."""
+    folder = ROOT / "parity" / case
+    state = load_file(folder / "model.safetensors")
+    images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
+    out = {}
+    for output_stride in output_strides:
+        model = build(output_stride)
+        model.load_state_dict({k: torch.from_numpy(v).float() for k, v in state.items()})
+        model.eval()
+        with torch.no_grad():
+            out[f"logits_{output_stride}"] = model(images.permute(0, 3, 1, 2)).numpy()
+    save_file(out, folder / "output_stride.safetensors")
+    print(f"{case}: output strides {output_strides}")

@@ -914,7 +914,8 @@ def get_network_fn(
 
     Raises:
       ValueError: `name` is not a known network (the message lists close matches), or
-        `num_classes` / `weight_decay` is negative.
+        `num_classes` / `weight_decay` is negative, or a field's value is one its network
+        refuses (`output_stride=12`; the message starts with `name`).
       TypeError: a keyword is not one of the network's constructor fields, or a shared argument
         has the wrong type (`is_training='False'`, `num_classes='10'`).
     """
@@ -942,7 +943,10 @@ def get_network_fn(
     if kwargs.get("remat"):  # here, not at the first trace inside `init`
         checkpoint_policy(kwargs["remat"])
     num_classes = None if num_classes is None else int(num_classes)
-    module = networks_map[name](num_classes=num_classes, **kwargs)
+    try:
+        module = networks_map[name](num_classes=num_classes, **kwargs)
+    except ValueError as error:  # a field's value its module refuses when made (`output_stride`)
+        raise ValueError(f"{name}: {error}") from None
     return NetworkFn(
         name=name,
         module=module,

@@ -39,7 +39,12 @@ class Res2NetBottleneck(PoolingBottleneck):
         for i in range(max(1, self.scale - 1)):
             s = splits[i] if i == 0 or first else outs[-1] + splits[i]
             s = self.conv(
-                width, (3, 3), self.strides, feature_group_count=self.cardinality, name=f"convs_{i}"
+                width,
+                (3, 3),
+                self.strides,
+                kernel_dilation=self.first_dilation,
+                feature_group_count=self.cardinality,
+                name=f"convs_{i}",
             )(s)
             s = self.act(self.norm(name=f"bns_{i}")(s))
             outs.append(s)

@@ -33,13 +33,19 @@ class SplitAttention(nn.Module):
     radix: int = 2
     groups: int = 1  # the cardinality
     strides: tuple[int, int] = (1, 1)
+    dilation: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         r, c = self.radix, self.features
         hidden = make_divisible(c * r * 0.25, 8, min_value=32)
         x = self.conv(
-            c * r, (3, 3), self.strides, feature_group_count=self.groups * r, name="conv"
+            c * r,
+            (3, 3),
+            self.strides,
+            kernel_dilation=self.dilation,
+            feature_group_count=self.groups * r,
+            name="conv",
         )(x)
         x = self.act(self.norm(name="bn0")(x))
         # The convolution's groups run radix-major: split `j` of group `g` is its group
@@ -87,6 +93,7 @@ class ResNeStBottleneck(PoolingBottleneck):
             radix=self.radix,
             groups=self.cardinality,
             strides=(1, 1) if pool_strides else self.strides,
+            dilation=self.first_dilation,
             name="conv2",
         )(y)
         if pool_strides and not self.avd_first:

@@ -46,17 +46,22 @@ from nets.layers import (
     make_divisible,
     max_pool,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 
 
 def average_down(
-    x: jax.Array, strides: tuple[int, int], avg_down: bool
+    x: jax.Array, strides: tuple[int, int], avg_down: bool, dilated: bool = False
 ) -> tuple[jax.Array, tuple[int, int]]:
     """ResNet-D's shortcut input: with `avg_down` and a stride, `x` averaged over 2x2 windows at
     `strides` (timm's: ceil mode, padding not counted) and stride 1 left for the 1x1 convolution,
-    which would otherwise read one pixel in four; else `x` and `strides` as they are."""
+    which would otherwise read one pixel in four; else `x` and `strides` as they are. A block of
+    a dilated stage (`output_stride`) averages 2x2 windows at stride 1, a row and a column of
+    zeros after the map counted (timm's `AvgPool2dSame` there)."""
     if avg_down and strides != (1, 1):
         return avg_pool(x, (2, 2), strides, padding="SAME", count_include_pad=False), (1, 1)
+    if avg_down and dilated:
+        return avg_pool(x, (2, 2), (1, 1), padding="SAME"), strides
     return x, strides
 
 
@@ -67,10 +72,11 @@ def projection_shortcut(
     conv: ModuleDef,
     norm: ModuleDef,
     avg_down: bool,
+    dilated: bool = False,
 ) -> jax.Array:
     """A 1x1 convolution and BatchNorm to `features` channels at `strides`, after
-    `average_down` (ResNet-D) with `avg_down`."""
-    x, strides = average_down(x, strides, avg_down)
+    `average_down` (ResNet-D) with `avg_down`; `dilated`: the block's stage is."""
+    x, strides = average_down(x, strides, avg_down, dilated)
     x = conv(features, (1, 1), strides, name="conv_proj")(x)
     return norm(name="norm_proj")(x)
 
@@ -79,10 +85,16 @@ def add_shortcut(block: nn.Module, y: jax.Array, x: jax.Array) -> jax.Array:
     """A bottleneck's end: `act(shortcut(x) + drop_path(y))` for its input `x` and branch `y`,
     the shortcut a projection (`projection_shortcut`, with the block's `avg_down`) where their
     shapes differ. `block`: its fields `strides`, `conv`, `norm`, `act`, `avg_down`,
-    `drop_path_rate`, `deterministic`; the call is in its `__call__`."""
+    `dilation`, `drop_path_rate`, `deterministic`; the call is in its `__call__`."""
     if x.shape != y.shape:
         x = projection_shortcut(
-            x, y.shape[-1], block.strides, block.conv, block.norm, block.avg_down
+            x,
+            y.shape[-1],
+            block.strides,
+            block.conv,
+            block.norm,
+            block.avg_down,
+            block.dilation > 1,
         )
     y = drop_path(block, y, block.drop_path_rate, not block.deterministic)
     return block.act(x + y)
@@ -138,16 +150,20 @@ class ResNetBlock(nn.Module):
     # community's PyTorch CIFAR ResNets, whose weights need it).
     shortcut_padding: str = "after"
     avg_down: bool = False  # a strided projection averages first (ResNet-D; `ResNet`'s)
+    # Of a dilated stage (`ResNet.output_stride`, timm's rule): its 3x3 convolutions', the
+    # first block's first one at the stage before's (`first_dilation`).
+    dilation: int = 1
+    first_dilation: int = 1
     drop_path_rate: float = 0.0  # stochastic depth of the residual branch (`ResNet`'s)
     deterministic: bool = True  # False: training, where drop path is active
 
     @nn.compact
     def __call__(self, x):
         residual = x
-        y = self.conv(self.filters, (3, 3), self.strides)(x)
+        y = self.conv(self.filters, (3, 3), self.strides, kernel_dilation=self.first_dilation)(x)
         y = self.norm()(y)
         y = self.act(y)
-        y = self.conv(self.filters, (3, 3))(y)
+        y = self.conv(self.filters, (3, 3), kernel_dilation=self.dilation)(y)
         y = self.norm(scale_init=nn.initializers.zeros_init())(y)
         if residual.shape != y.shape:
             residual = self._shortcut(residual)
@@ -157,7 +173,13 @@ class ResNetBlock(nn.Module):
     def _shortcut(self, x):
         if self.projection_shortcut:
             return projection_shortcut(
-                x, self.filters, self.strides, self.conv, self.norm, self.avg_down
+                x,
+                self.filters,
+                self.strides,
+                self.conv,
+                self.norm,
+                self.avg_down,
+                self.dilation > 1,
             )
         x = x[:, :: self.strides[0], :: self.strides[1], :]
         new = self.filters - x.shape[-1]
@@ -186,6 +208,8 @@ class BottleneckResNetBlock(nn.Module):
     width_per_group: int = 64
     attention: str | None = None
     avg_down: bool = False
+    dilation: int = 1  # of a dilated stage (`ResNet.output_stride`)
+    first_dilation: int = 1  # of the 3x3 convolution: the stage before's in its first block
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
@@ -195,7 +219,13 @@ class BottleneckResNetBlock(nn.Module):
         y = self.conv(width, (1, 1))(x)
         y = self.norm()(y)
         y = self.act(y)
-        y = self.conv(width, (3, 3), self.strides, feature_group_count=self.groups)(y)
+        y = self.conv(
+            width,
+            (3, 3),
+            self.strides,
+            kernel_dilation=self.first_dilation,
+            feature_group_count=self.groups,
+        )(y)
         y = self.norm()(y)
         y = self.act(y)
         y = self.conv(self.filters * 4, (1, 1))(y)
@@ -218,6 +248,8 @@ class PoolingBottleneck(nn.Module):
     strides: tuple[int, int] = (1, 1)
     padding: str = "SAME"  # the network's (`ResNet.padding`), of the pools as of its convolutions
     avg_down: bool = False
+    dilation: int = 1  # of a dilated stage (`ResNet.output_stride`)
+    first_dilation: int = 1  # of the 3x3 convolutions: the stage before's in its first block
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
@@ -239,6 +271,10 @@ class PreActivationBlock(nn.Module):
     strides: tuple[int, int] = (1, 1)
     use_bias: bool = True
     avg_down: bool = False  # the projection averages first (ResNet-D; `ResNet`'s)
+    # Of a dilated stage (`ResNet.output_stride`, timm's rule): its 3x3 convolutions', the
+    # first block's first one at the stage before's (`first_dilation`).
+    dilation: int = 1
+    first_dilation: int = 1
     drop_path_rate: float = 0.0
     deterministic: bool = True
 
@@ -246,8 +282,12 @@ class PreActivationBlock(nn.Module):
     def __call__(self, x):
         preact = self.act(self.norm(name="preact")(x))
         shortcut, features = x, self.filters * self.expansion
-        if x.shape[-1] != features or self.strides != (1, 1):
-            pooled, strides = average_down(preact, self.strides, self.avg_down)
+        if (
+            x.shape[-1] != features
+            or self.strides != (1, 1)
+            or self.first_dilation != self.dilation
+        ):
+            pooled, strides = average_down(preact, self.strides, self.avg_down, self.dilation > 1)
             shortcut = self.conv(
                 features, (1, 1), strides, use_bias=self.use_bias, name="shortcut"
             )(pooled)
@@ -271,7 +311,7 @@ class PreActBottleneckBlock(PreActivationBlock):
     def residual(self, preact: jax.Array) -> jax.Array:
         y = self.conv(self.filters, (1, 1))(preact)
         y = self.act(self.norm()(y))
-        y = self.conv(self.filters, (3, 3), self.strides)(y)
+        y = self.conv(self.filters, (3, 3), self.strides, kernel_dilation=self.first_dilation)(y)
         y = self.act(self.norm()(y))
         return self.conv(self.filters * 4, (1, 1), use_bias=self.use_bias)(y)
 
@@ -281,9 +321,13 @@ class PreActBasicBlock(PreActivationBlock):
     convolutions of `filters` channels, the first strided, each after BN-ReLU."""
 
     def residual(self, preact: jax.Array) -> jax.Array:
-        y = self.conv(self.filters, (3, 3), self.strides)(preact)
+        y = self.conv(self.filters, (3, 3), self.strides, kernel_dilation=self.first_dilation)(
+            preact
+        )
         y = self.act(self.norm()(y))
-        return self.conv(self.filters, (3, 3), use_bias=self.use_bias)(y)
+        return self.conv(
+            self.filters, (3, 3), kernel_dilation=self.dilation, use_bias=self.use_bias
+        )(y)
 
 
 def _is_pre_activation(block_cls) -> bool:
@@ -343,6 +387,17 @@ class Stem(nn.Module):
         return x, max_pool(y, (3, 3), strides=(2, 2), padding=padding)
 
 
+def resnet_stages(network: "ResNet") -> list[StageStride]:
+    """Each stage's stride and dilations (`output_stride`); the first stage strides 1. A function,
+    not a method: flax counts a method's call as a use of the module (a second `load_pretrained`
+    of a network must make none)."""
+    strides = [1] + [2] * (len(network.stage_sizes) - 1)
+    if network.output_stride is None:
+        return [StageStride(s, 1, 1) for s in strides]
+    start = network.stem_strides * (2 if network.stem_pool else 1)
+    return stage_strides(strides, network.output_stride, start)
+
+
 class ResNet(nn.Module):
     """ResNet for ImageNet-sized inputs.
 
@@ -398,12 +453,22 @@ class ResNet(nn.Module):
     # ResNet-50 with 0.05); training only, from the 'dropout' rng.
     drop_path_rate: float = 0.0
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Dilation for dense prediction (`nets.layers.dilation`): None, every stage strides; 8 or 16,
+    # the stages past that stride dilate their 3x3 convolutions instead (timm's rule exactly).
+    output_stride: int | None = None
 
     def feature_strides(self) -> dict[str, int]:
         """The stem convolution's map (timm's `act1`) and each stage's (`nets.features`)."""
         stem = self.stem_strides * (2 if self.stem_pool else 1)
         stages = [(f"block{i + 1}", stem * 2**i) for i in range(len(self.stage_sizes))]
-        return deepest_per_stride([("conv_init", self.stem_strides), *stages])
+        strides = deepest_per_stride([("conv_init", self.stem_strides), *stages])
+        if self.output_stride is None:
+            return strides
+        return capped_strides(strides, self.output_stride)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        resnet_stages(self)  # a bad `output_stride` refused when the network is made
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -451,12 +516,16 @@ class ResNet(nn.Module):
         block = checkpointed(block, self.remat)
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.stage_sizes)))
         n = 0
-        for i, block_size in enumerate(self.stage_sizes):
+        for i, (block_size, stage) in enumerate(
+            zip(self.stage_sizes, resnet_stages(self), strict=True)
+        ):
             for j in range(block_size):
-                strides = (2, 2) if i > 0 and j == 0 else (1, 1)
+                first = j == 0
                 x = block(
                     self.num_filters * 2**i,
-                    strides=strides,
+                    strides=(stage.stride,) * 2 if first else (1, 1),
+                    dilation=stage.dilation,
+                    first_dilation=stage.first_dilation if first else stage.dilation,
                     conv=conv,
                     norm=norm,
                     act=self.act,

@@ -309,3 +309,16 @@ def output_stride_error(name: str, case: str, kwargs: dict, output_stride: int) 
     reference = load_file(folder / "output_stride.safetensors")[f"logits_{output_stride}"]
     logits, _ = jax.jit(network_fn.apply)(variables, images)
     return float(np.max(np.abs(np.asarray(logits) - reference)) / np.max(np.abs(reference)))
+
+
+def assert_dilated_parity(name: str, case: str, kwargs: dict, tolerance: float = 1e-4) -> None:
+    """Each output stride of `case`'s `output_stride.safetensors` gives timm's logits within
+    `tolerance`, where timm's dilated logits differ from its undilated ones (`expected`) by more
+    than 5%: the fixture's network really dilates, so the test cannot pass by ignoring it."""
+    folder = Path(__file__).with_name("fixtures") / "parity" / case
+    full = load_file(folder / "expected.safetensors")["logits"]
+    for key, dilated in load_file(folder / "output_stride.safetensors").items():
+        output_stride = int(key.removeprefix("logits_"))
+        assert np.max(np.abs(dilated - full)) / np.max(np.abs(full)) > 0.05, key
+        error = output_stride_error(name, case, kwargs, output_stride)
+        assert error <= tolerance, (output_stride, error)

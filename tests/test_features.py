@@ -33,6 +33,27 @@ def test_feature_info_is_timms_for_resnet50():
     assert fn.feature_info is info  # traced once
 
 
+@pytest.mark.parametrize(
+    ("output_stride", "timms"), [(8, [2, 4, 8, 8, 8]), (16, [2, 4, 8, 16, 16])]
+)
+def test_a_dilated_pyramid_stops_at_its_output_stride(output_stride, timms):
+    """timm's `feature_info.reduction()` for `resnet50` at `output_stride` 8 and 16 (timm 1.0.31,
+    `features_only=True`), and the maps the network makes (traced, not run)."""
+    fn = nets_factory.get_network_fn("resnet50", num_classes=0, output_stride=output_stride)
+    assert [f.stride for f in fn.feature_info] == timms
+    images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
+    variables = jax.eval_shape(fn.init, jax.random.key(0), images)
+    maps = jax.eval_shape(fn.features, variables, images)
+    assert [maps[f.name].shape[1] for f in fn.feature_info] == [224 // s for s in timms]
+
+
+def test_an_output_stride_the_network_does_not_reach_names_those_it_does():
+    with pytest.raises(ValueError, match="resnet50: output_stride=12: .* 8, 16, 32"):
+        nets_factory.get_network_fn("resnet50", 10, output_stride=12)
+    with pytest.raises(ValueError, match="resnet20: output_stride=8: .* 2, 4 "):
+        nets_factory.get_network_fn("resnet20", 10, output_stride=8)
+
+
 def test_features_are_the_pyramids_end_points():
     fn = nets_factory.get_network_fn("resnet20", num_classes=0, **TINY_RESNET)
     variables = real_variables(fn, 16)

@@ -22,7 +22,7 @@ import nets_weights
 from nets.resnet import BottleneckResNetBlock
 from nets_weights import WeightFileError, architectures, convert, published
 from tests import variable_trees
-from tests.helpers import XLA_CONVS, auxiliary
+from tests.helpers import XLA_CONVS, assert_dilated_parity, auxiliary
 
 FIXTURES = Path(__file__).with_name("fixtures")
 
@@ -104,6 +104,14 @@ def test_logits_are_the_references(case):
     same = nets_factory.get_network_fn(name, 10, **kwargs, **XLA_CONVS)
     wrong, _ = jax.jit(same.apply)(published.without_mark(variables), reference["images"])
     assert relative_error(wrong, reference["logits"]) > 0.05
+
+
+@pytest.mark.parametrize("case", ["resnet_d", "ecaresnet_t"])
+def test_dilated_networks_compute_timms(case):
+    """`output_stride` 8 and 16 (the last stages dilated, not strided; timm's `AvgPool2dSame`
+    on ResNet-D's shortcuts there) give timm's logits for the same weights."""
+    name, kwargs = PARITY[case]
+    assert_dilated_parity(name, case, kwargs)
 
 
 def test_pretrained_says_what_the_weights_expect():

@@ -11,6 +11,7 @@ from nets import res2net, resnest
 from nets.layers import avg_pool
 from nets.res2net import Res2NetBottleneck
 from nets.resnest import ResNeStBottleneck
+from tests.helpers import assert_dilated_parity
 from tests.test_pretrained import parity_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -67,6 +68,14 @@ def _error(case, **changes):
 @pytest.mark.parametrize("case", sorted(PARITY))
 def test_logits_are_the_references(case):
     assert _error(case) <= 1e-4
+
+
+@pytest.mark.parametrize("case", ["resnest_2s1x", "res2next_d"])
+def test_dilated_networks_compute_timms(case):
+    """`output_stride` 8 and 16: the split attention's and the splits' convolutions dilated, no
+    avd pool where a stage stops striding, Res2Net's first-block pool at stride 1."""
+    name, kwargs = PARITY[case]
+    assert_dilated_parity(name, case, kwargs)
 
 
 @pytest.mark.parametrize("case", ["resnest_2s1x", "res2net_4s"])

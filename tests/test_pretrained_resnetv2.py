@@ -13,6 +13,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from nets import resnetv2
+from tests.helpers import assert_dilated_parity
 from tests.test_pretrained import FIXTURES, expected, parity_error, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -49,6 +50,14 @@ def test_logits_are_the_references(case):
     logits, _ = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
     assert network_fn.module.padding == "SYMMETRIC" and not network_fn.module.bias_without_norm
+
+
+@pytest.mark.parametrize("case", ["resnetv2_50", "resnetv2_basic_d"])
+def test_dilated_networks_compute_timms(case):
+    """`output_stride` 8 and 16 (8 only for the three-stage fixture, whose full stride is 16):
+    pre-activation blocks dilated as timm's, the 'd' shortcuts' `AvgPool2dSame`."""
+    name, kwargs = PARITY[case]
+    assert_dilated_parity(name, case, kwargs)
 
 
 # Each convention the weights need, turned off, computes another function of the same weights

@@ -1,6 +1,13 @@
 """Parity fixtures of the ResNeSt and Res2Net families (see tools/parity.py for how to run it)."""
 
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+import sys
+
+from parity import (  # noqa: F401  (timm first: it applies the shims)
+    timm,
+    write_case,
+    write_index,
+    write_output_strides,
+)
 from timm.models.res2net import Bottle2neck  # noqa: E402
 from timm.models.resnest import ResNestBottleneck  # noqa: E402
 from timm.models.resnet import ResNet  # noqa: E402
@@ -90,7 +97,27 @@ FULL_SIZE = [
 ]
 
 
-if __name__ == "__main__":
+# Cases whose network is also written dilated (`output_stride` 8 and 16): split attention with
+# its pool after (no pool where a stage stops striding), Res2NeXt with averaging shortcuts.
+DILATED = {
+    "resnest_2s1x": lambda s: small(
+        ResNestBottleneck, (2, 1, 1, 1), block_args={"radix": 2, "avd": True}, output_stride=s
+    ),
+    "res2next_d": lambda s: small(
+        Bottle2neck,
+        (2, 1, 1, 1),
+        cardinality=2,
+        base_width=32,
+        block_args={"scale": 3},
+        output_stride=s,
+    ),
+}
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["output_stride"]:
+    for case, build in DILATED.items():
+        write_output_strides(case, build)
+elif __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("resnest", FULL_SIZE)

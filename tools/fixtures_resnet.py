@@ -1,7 +1,14 @@
 """Parity fixtures of the ResNet family (see tools/parity.py for how to run it)."""
 
+import sys
+
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from parity import (  # noqa: F401  (timm first: it applies the shims)
+    timm,
+    write_case,
+    write_index,
+    write_output_strides,
+)
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet, make_blocks  # noqa: E402
 
 
@@ -95,7 +102,24 @@ FULL_SIZE += [
 ]
 
 
-if __name__ == "__main__":
+# Cases whose network is also written dilated (`output_stride` 8 and 16): basic blocks and
+# bottlenecks, with averaging shortcuts (timm's `AvgPool2dSame` where a stage stops striding).
+DILATED = {
+    "resnet_d": lambda s: deep_resnet(BasicBlock, (2, 1, 1, 1), stem_type="deep", output_stride=s),
+    "ecaresnet_t": lambda s: deep_resnet(
+        Bottleneck,
+        (2, 1, 1, 1),
+        stem_type="deep_tiered",
+        block_args={"attn_layer": "eca"},
+        output_stride=s,
+    ),
+}
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["output_stride"]:
+    for case, build in DILATED.items():
+        write_output_strides(case, build)
+elif __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("resnet", FULL_SIZE)

@@ -1,10 +1,16 @@
 """Parity fixtures of timm's ResNetV2 family: pre-activation ResNets and BiT (see tools/parity.py
 for how to run it)."""
 
+import sys
 from functools import partial
 
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from parity import (  # noqa: F401  (timm first: it applies the shims)
+    timm,
+    write_case,
+    write_index,
+    write_output_strides,
+)
 from timm.layers import (  # noqa: E402
     BatchNormAct2d,
     EvoNorm2dS0,
@@ -15,7 +21,7 @@ from timm.layers import (  # noqa: E402
 from timm.models.resnetv2 import ResNetV2  # noqa: E402
 
 
-def small_resnetv2(layers, stem_chs) -> ResNetV2:
+def small_resnetv2(layers, stem_chs, **kwargs) -> ResNetV2:
     """timm's `resnetv2_50` (BatchNorm + ReLU pre-activations, plain convolutions) at reduced
     depth and width: a `stem_chs` stem, bottlenecks `4 * stem_chs * 2**i` wide (ours are
     `num_filters` wide, for the stem and the first stage's bottleneck alike)."""
@@ -27,6 +33,7 @@ def small_resnetv2(layers, stem_chs) -> ResNetV2:
         conv_layer=create_conv2d,
         norm_layer=BatchNormAct2d,
         zero_init_last=False,  # a zero last convolution would leave the residual branches out
+        **kwargs,
     )
 
 
@@ -101,7 +108,18 @@ FULL_SIZE = [
 ]
 
 
-if __name__ == "__main__":
+# Cases whose network is also written dilated: a bottleneck network at 8 and 16, basic blocks
+# with averaging shortcuts (three stages: 16 is their full stride) at 8.
+DILATED = {
+    "resnetv2_50": (lambda s: small_resnetv2((2, 1, 1, 1), 8, output_stride=s), (8, 16)),
+    "resnetv2_basic_d": (lambda s: tiny(basic=True, output_stride=s, **_DEEP), (8,)),
+}
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["output_stride"]:
+    for case, (build, output_strides) in DILATED.items():
+        write_output_strides(case, build, output_strides)
+elif __name__ == "__main__":
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("resnetv2", FULL_SIZE)

@@ -20,7 +20,7 @@ class StageStride(NamedTuple):
 
 
 def stage_strides(
-    strides: Sequence[int], output_stride: int, start: int, network: str = "this network"
+    strides: Sequence[int], output_stride: int, start: int, network: str = "the network"
 ) -> list[StageStride]:
     """Each stage's stride and dilations for `output_stride`; `strides` are the stages' own, and
     `start` the stride of the stages' input (the stem's). The values taken are the strides the

@@ -27,6 +27,13 @@ the ReLU'd values) and an MLP, each after a norm of one group over the whole unf
 no activation; no fusion with the input. Its odd maps are enlarged to whole patches with the
 corners aligned (`interpolate(align_corners=True)`) before the block, and stay enlarged.
 
+`output_stride` 8 or 16 (timm's `create_byob_stages`; `nets.layers.dilation`): the stages past
+that stride keep their input's size and dilate their 3x3 convolutions by the stride given up, the
+first inverted residual's by the stage before's dilation (without its shortcut where the two
+differ, timm's rule), the MobileViT block's `conv_kxk` by the stage's; as in timm, v1's 3x3
+`conv_fusion` is not dilated and the patches stay 2x2: the deeper maps unfold into more patches
+(and are resized to whole ones as above).
+
 Where this differs from timm's `ByobNet`: activations are NHWC; `dropout_rate` is timm's
 `drop_rate` before the classifier; `drop_path_rate` follows timm's linear rule over all blocks
 (the MobileViT block passes its rate to its Transformer blocks, as timm's does).
@@ -58,11 +65,15 @@ from nets.layers import (
     make_divisible,
 )
 from nets.layers.attention import Implementation
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import PaddingLike, smallest_input
 from nets.vit import Block, Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, timm's transformer_norm_layer
+# timm's ByobNet takes these ("one of (8, 16, 32)"); at 4 its rule for a stage's first dilation
+# (`1 if dilation in (1, 2) else 2`) would part from the stage before's, which it is at these.
+OUTPUT_STRIDES = (8, 16, 32)
 
 
 class Stage(NamedTuple):
@@ -92,6 +103,11 @@ def fold(x: jax.Array, patch: int, size: tuple[int, int]) -> jax.Array:
     return x.reshape(-1, h, w, c)
 
 
+def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:
+    """`conv` with its kernel dilated (every convolution it builds: a 1x1's is unchanged)."""
+    return conv if dilation == 1 else partial(conv, kernel_dilation=dilation)
+
+
 def resize(x: jax.Array, size: tuple[int, int]) -> jax.Array:
     """Bilinear resizing of a NHWC map as PyTorch's `interpolate(mode='bilinear',
     align_corners=False)`: half-pixel centres, no antialiasing when it shrinks."""
@@ -116,12 +132,14 @@ class MobileViTBlock(nn.Module):
     drop_path_rate: float = 0.0
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
+    dilation: int = 1  # of `conv_kxk` only (timm's: not of `conv_fusion`)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         """`[n, h, w, c] -> [n, h, w, c]`."""
         shortcut, channels = x, x.shape[-1]
-        x = self.layer(channels, 3, name="conv_kxk")(x)
+        conv_kxk = self.layer(channels, 3, conv=dilated(self.conv, self.dilation), name="conv_kxk")
+        x = conv_kxk(x)
         x = self.conv(self.transformer_dim, (1, 1), use_bias=False, name="conv_1x1")(x)
         p, size = self.patch_size, x.shape[1:3]
         padded = tuple(-(-n // p) * p for n in size)
@@ -217,6 +235,7 @@ class MobileViTV2Block(nn.Module):
     epsilon: float = LAYER_NORM_EPSILON
     drop_path_rate: float = 0.0
     dtype: Any = jnp.float32
+    dilation: int = 1  # of `conv_kxk`
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -224,7 +243,8 @@ class MobileViTV2Block(nn.Module):
         b, channels, p = x.shape[0], x.shape[-1], self.patch_size
         size = tuple(-(-n // p) * p for n in x.shape[1:3])
         x = resize_align_corners(x, size)
-        x = self.layer(channels, 3, groups=channels, name="conv_kxk")(x)
+        conv = dilated(self.conv, self.dilation)
+        x = self.layer(channels, 3, conv=conv, groups=channels, name="conv_kxk")(x)
         x = self.conv(self.transformer_dim, (1, 1), use_bias=False, name="conv_1x1")(x)
         x = unfold(x, p).reshape(b, p * p, -1, self.transformer_dim)
         for i in range(self.transformer_depth):
@@ -258,6 +278,9 @@ class MobileViT(nn.Module):
     act: Callable = nn.silu
     epsilon: float = LAYER_NORM_EPSILON  # of the Transformer blocks' norms (v2's GroupNorms)
     padding: PaddingLike = "SYMMETRIC"  # of the 3x3 convolutions: PyTorch's, the weights'
+    # 8 or 16: the deeper stages dilate instead of striding (module docstring); None (or 32):
+    # none do.
+    output_stride: int | None = None
     dtype: Any = jnp.float32
     attention: Implementation = "auto"
     conv: ModuleDef = Conv
@@ -267,19 +290,35 @@ class MobileViT(nn.Module):
     def min_image_size(self) -> int:
         """The 3x3/2 convolutions (stem and strided stages) with a pixel of padding: one pixel
         stays one."""
-        strided = [(3, 2, 2)] * (1 + sum(stage.strides > 1 for stage in self.stages))
+        strided = [(3, 2, 2)] * (1 + sum(s.stride > 1 for s in self.stage_strides()))
         return smallest_input(strided)
+
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations at `output_stride` (timm's `create_byob_stages`:
+        the stride-2 stem, then the stages' own strides)."""
+        strides = [stage.strides for stage in self.stages]
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        if self.output_stride not in OUTPUT_STRIDES:
+            raise ValueError(
+                f"output_stride={self.output_stride!r}: MobileViT takes 8, 16 or 32 (timm's "
+                "ByobNet; 32 without dilation)"
+            )
+        return stage_strides(strides, self.output_stride, 2, "MobileViT")
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stages' outputs, the last one's after `final_conv` where
-        there is one."""
+        there is one (capped at `output_stride`)."""
         strides, stride = {}, 2
         for i, stage in enumerate(self.stages):
             stride *= stage.strides
             strides[f"stage{i + 1}"] = stride
         if self.num_features:
             strides["final_conv"] = strides.pop(f"stage{len(self.stages)}")
-        return strides
+        self.stage_strides()  # a bad output_stride's error here too
+        return (
+            strides if self.output_stride is None else capped_strides(strides, self.output_stride)
+        )
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
@@ -294,15 +333,19 @@ class MobileViT(nn.Module):
         )
         blocks = sum(stage.depth + bool(stage.transformer_dim) for stage in self.stages)
         rates = iter(linear_drop_path_rates(self.drop_path_rate, blocks))
-        for i, stage in enumerate(self.stages):
+        for i, (stage, (stride, dilation, first)) in enumerate(
+            zip(self.stages, self.stage_strides(), strict=True)
+        ):
             for j in range(stage.depth):
                 x = checkpointed(InvertedResidual, self.remat)(
                     stage.channels,
                     stage.expansion,
-                    conv,
+                    dilated(conv, first if j == 0 else dilation),
                     norm,
                     self.act,
-                    strides=stage.strides if j == 0 else 1,
+                    strides=stride if j == 0 else 1,
+                    # timm's: no shortcut where the block's two dilations differ
+                    residual=j > 0 or first == dilation,
                     padding=self.padding,
                     drop_path_rate=next(rates),
                     deterministic=not train,
@@ -319,6 +362,7 @@ class MobileViT(nn.Module):
                     self.epsilon,
                     drop_path_rate=next(rates),
                     dtype=self.dtype,
+                    dilation=dilation,
                     name=f"stages_{i}_{stage.depth}",
                 )(x, train)
             elif stage.transformer_dim:
@@ -334,6 +378,7 @@ class MobileViT(nn.Module):
                     drop_path_rate=next(rates),
                     dtype=self.dtype,
                     attention=self.attention,
+                    dilation=dilation,
                     name=f"stages_{i}_{stage.depth}",
                 )(x, train)
             end_points[f"stage{i + 1}"] = x

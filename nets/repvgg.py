@@ -16,9 +16,16 @@ counted from 0) in 4 groups; `repvgg_d2se` adds a squeeze-excite gate (a sixteen
 ReLU, sigmoid) after each block's sum, the stem's too. Global average pooling, the classifier.
 Every convolution pads PyTorch's symmetric way; BatchNorm has PyTorch's epsilon.
 
+`output_stride` 8 or 16 (timm's `create_byob_stages`; `nets.layers.dilation`): the stages past
+that stride keep their input's size, their 3x3 convolutions dilated by the stride given up (the
+last stage's by 2 at 16; the last two's by 2 and 4 at 8), the first block's by the stage
+before's dilation; the 1x1 branch is unchanged and, as in timm, a block whose two dilations
+differ has no identity branch (never one in the published widths, where such a block widens).
+The fused network dilates its `reparam_conv` as the 3x3 it folds, so `reparameterize` holds.
+
 Submodules carry timm's names (`stem/conv_kxk/conv`, `stem/conv_1x1/bn`,
 `stages_0/blocks_1/identity`, `.../attn/fc1`, `head/fc`; fused: `.../reparam_conv`). Left out:
-timm's dilation, drop-block and stochastic depth (not in the paper, no published weights use them).
+timm's drop-block and stochastic depth (not in the paper, no published weights use them).
 End points: `stem`, `stages_0`..`stages_3`, `pre_logits`.
 """
 
@@ -40,9 +47,13 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.reparam import branches, fuse_branches
 
 BASE_WIDTHS = (64, 128, 256, 512)
+# timm's ByobNet takes these ("one of (8, 16, 32)"); at 4 its rule for a stage's first dilation
+# (`1 if dilation in (1, 2) else 2`) would part from the stage before's, which it is at these.
+OUTPUT_STRIDES = (8, 16, 32)
 
 
 class RepVggBlock(nn.Module):
@@ -52,20 +63,27 @@ class RepVggBlock(nn.Module):
     conv: ModuleDef
     norm: ModuleDef
     strides: int = 1
+    # timm's pair: the 3x3's (and the fused convolution's) dilation, and the stage's; where they
+    # differ (a dilated stage's first block) timm's block has no identity branch.
+    dilation: tuple[int, int] = (1, 1)
     groups: int = 1
     se: bool = False  # d2se's squeeze-excite gate after the sum
     deploy: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        first, stage = self.dilation
+        # The 1x1 branch dilated too: a 1x1 kernel's dilation changes nothing.
+        conv = self.conv if first == 1 else partial(self.conv, kernel_dilation=first)
         y = branches(
             x,
             self.features,
             (("conv_kxk", 3), ("conv_1x1", 1)),
-            conv=self.conv,
+            conv=conv,
             norm=self.norm,
             strides=self.strides,
             groups=self.groups,
+            identity=first == stage,
             deploy=self.deploy,
         )
         if self.se:
@@ -80,19 +98,23 @@ class RepVggBlock(nn.Module):
 
 
 class Stage(nn.Module):
-    """`depth` blocks `blocks_0`, ...: the first strided, the odd ones in `groups` groups."""
+    """`depth` blocks `blocks_0`, ...: the first strided (or dilated, `stride`), the odd ones in
+    `groups` groups."""
 
     features: int
     depth: int
     block: ModuleDef
     groups: int = 1
+    stride: StageStride = StageStride(2, 1, 1)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        stride, dilation, first = self.stride
         for j in range(self.depth):
             x = self.block(
                 self.features,
-                strides=2 if j == 0 else 1,
+                strides=stride if j == 0 else 1,
+                dilation=(first if j == 0 else dilation, dilation),
                 groups=self.groups if j % 2 else 1,
                 name=f"blocks_{j}",
             )(x)
@@ -116,6 +138,9 @@ class RepVGG(nn.Module):
     deploy: bool = False
     num_classes: int | None = 1000
     dropout_rate: float = 0.0
+    # 8 or 16: the deeper stages dilate instead of striding (module docstring); None (or 32):
+    # none do.
+    output_stride: int | None = None
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
@@ -126,9 +151,27 @@ class RepVGG(nn.Module):
             make_divisible(c * f) for c, f in zip(BASE_WIDTHS, self.width_factors, strict=True)
         )
 
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations at `output_stride` (timm's `create_byob_stages`:
+        the stride-2 stem, every stage opened by a stride-2 block)."""
+        strides = (2,) * len(self.depths)
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        if self.output_stride not in OUTPUT_STRIDES:
+            raise ValueError(
+                f"output_stride={self.output_stride!r}: RepVGG takes 8, 16 or 32 (timm's "
+                "ByobNet; 32 without dilation)"
+            )
+        return stage_strides(strides, self.output_stride, 2, "RepVGG")
+
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: the stride-2 stem and each stage's output."""
-        return {"stem": 2, **{f"stages_{i}": 2 ** (i + 2) for i in range(len(self.depths))}}
+        """timm's `feature_info`: the stride-2 stem and each stage's output (capped at
+        `output_stride`)."""
+        strides = {"stem": 2, **{f"stages_{i}": 2 ** (i + 2) for i in range(len(self.depths))}}
+        self.stage_strides()  # a bad output_stride's error here too
+        return (
+            strides if self.output_stride is None else capped_strides(strides, self.output_stride)
+        )
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -144,8 +187,9 @@ class RepVGG(nn.Module):
         x = end_points["stem"] = block(self.stem_width, strides=2, name="stem")(
             jnp.asarray(x, self.dtype)
         )
-        for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
-            x = Stage(width, depth, block, self.groups, name=f"stages_{i}")(x)
+        stages = zip(self.depths, self.widths, self.stage_strides(), strict=True)
+        for i, (depth, width, stride) in enumerate(stages):
+            x = Stage(width, depth, block, self.groups, stride, name=f"stages_{i}")(x)
             end_points[f"stages_{i}"] = x
         return classify(
             global_avg_pool(x),

@@ -1,18 +1,19 @@
 """load_pretrained for timm's MobileViTs: parity on fixtures timm produced
 (tools/fixtures_mobilevit.py), with maps that unfold into whole patches and maps resized to
-them, and each convention shown to matter."""
+them, and each convention shown to matter; timm's `output_stride` 8 and 16 on the 40 px cases."""
 
 import functools
 
 import jax
 import jax.numpy as jnp
 import pytest
+from safetensors.numpy import load_file
 
 import nets_factory
 from nets import mobilevit
 from nets.mobilevit import Stage
 from nets_weights import published
-from tests.helpers import XLA_CONVS
+from tests.helpers import XLA_CONVS, output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -135,3 +136,21 @@ def test_v2_enlarges_as_align_corners_and_its_epsilon_is_the_field(monkeypatch):
         assert relative_error(logits_of("mobilevitv2_resized_40"), reference) > 1e-3
     # Its GroupNorms' epsilon (PyTorch's 1e-5) is the field's: 1e-1 misses by 0.33, 1e-6 by 1.0e-4.
     assert relative_error(logits_of("mobilevitv2_resized_40", epsilon=1e-1), reference) > 1e-3
+
+
+# Each block kind at one stride (a compile each, ~1 s of CPU): v1 at 8 (stage 4 dilated by 2
+# from 1, stage 5 by 4 from 2, its maps of 5 resized to 6 and back in each MobileViT block), v2
+# at 16 (stage 5 dilated by 2 on the map of 4 its enlargement kept). The fixtures hold both
+# strides of both: 2.2e-6 / 1.6e-6 (v1 at 8 / 16), 2.1e-6 / 1.3e-6 (v2) measured.
+@pytest.mark.parametrize(
+    "case, output_stride", [("mobilevit_resized_40", 8), ("mobilevitv2_resized_40", 16)]
+)
+def test_output_stride_is_timms(case, output_stride):
+    """The deep stages dilated and their 2x2 patches kept, as timm's ByobNet does."""
+    name, small = PARITY[case]
+    assert output_stride_error(name, case, {**small, **XLA_CONVS}, output_stride) <= 1e-4
+    # Dilation matters: timm's logits at 32 on these weights (which the network at 32 gives,
+    # test_logits_are_the_references) are 78% (v1 at 8) and 157% (v2 at 16) from these.
+    folder = FIXTURES / "parity" / case
+    reference = load_file(folder / "output_stride.safetensors")[f"logits_{output_stride}"]
+    assert relative_error(expected(case)["logits"], reference) > 0.05

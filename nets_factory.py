@@ -945,7 +945,9 @@ def get_network_fn(
     num_classes = None if num_classes is None else int(num_classes)
     try:
         module = networks_map[name](num_classes=num_classes, **kwargs)
-    except ValueError as error:  # a field's value its module refuses when made (`output_stride`)
+        if kwargs.get("output_stride") is not None:
+            module.feature_strides()  # each family checks its `output_stride` there
+    except ValueError as error:  # a field's value its module refuses, here, not at a first trace
         raise ValueError(f"{name}: {error}") from None
     return NetworkFn(
         name=name,

@@ -388,9 +388,7 @@ class Stem(nn.Module):
 
 
 def resnet_stages(network: "ResNet") -> list[StageStride]:
-    """Each stage's stride and dilations (`output_stride`); the first stage strides 1. A function,
-    not a method: flax counts a method's call as a use of the module (a second `load_pretrained`
-    of a network must make none)."""
+    """Each stage's stride and dilations (`output_stride`); the first stage strides 1."""
     strides = [1] + [2] * (len(network.stage_sizes) - 1)
     if network.output_stride is None:
         return [StageStride(s, 1, 1) for s in strides]
@@ -464,11 +462,8 @@ class ResNet(nn.Module):
         strides = deepest_per_stride([("conv_init", self.stem_strides), *stages])
         if self.output_stride is None:
             return strides
+        resnet_stages(self)  # a bad value's error, here too
         return capped_strides(strides, self.output_stride)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        resnet_stages(self)  # a bad `output_stride` refused when the network is made
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nets_factory
+from nets_factory import constructor_fields
 from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
 
 TINY_RESNET = {"stage_sizes": [1, 1, 1], "num_filters": 4}
@@ -52,6 +53,15 @@ def test_an_output_stride_the_network_does_not_reach_names_those_it_does():
         nets_factory.get_network_fn("resnet50", 10, output_stride=12)
     with pytest.raises(ValueError, match="resnet20: output_stride=8: .* 2, 4 "):
         nets_factory.get_network_fn("resnet20", 10, output_stride=8)
+
+
+def test_every_network_taking_an_output_stride_refuses_one_it_does_not_reach():
+    """Refused by `get_network_fn` (not at a first trace), in one line naming the network."""
+    dilated = [n for n in nets_factory.networks_map if "output_stride" in constructor_fields(n)]
+    assert len(dilated) > 50
+    for name in dilated:
+        with pytest.raises(ValueError, match=f"^{name}: output_stride=12: .* (2|8), "):
+            nets_factory.get_network_fn(name, 10, output_stride=12)
 
 
 def test_features_are_the_pyramids_end_points():

@@ -328,6 +328,7 @@ def assert_pyramid_at_output_stride(name: str, output_stride: int, timm_strides:
         assert end_points[level].shape[1:3] == (-(-size // stride),) * 2, level
 
 
+@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
 def test_output_stride_pyramid_and_bad_values():
     # timm.create_model('convnext_atto', output_stride=8).feature_info reductions: 4, 8, 8, 8.
     strides = {"stage1": 4, "stage2": 8, "stage3": 8, "stage4": 8}

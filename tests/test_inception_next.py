@@ -161,6 +161,7 @@ def test_gradient_reaches_every_parameter():
         assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
 
 
+@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
 def test_output_stride_pyramid_and_bad_values():
     # timm.create_model('inception_next_atto', output_stride=8).feature_info reductions: 4, 8,
     # 8, 8. timm's MetaNeXt checks no value (4 dilates stages 2 to 4, 64 is 32); here the

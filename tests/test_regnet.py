@@ -123,6 +123,7 @@ def test_end_points_and_bfloat16_features():
     }
 
 
+@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
 def test_output_stride_pyramid_and_bad_values():
     # timm.create_model('regnetx_004', output_stride=8).feature_info reductions: 2, 4, 8, 8, 8.
     strides = {"stem": 2, "s1": 4, "s2": 8, "s3": 8, "s4": 8}

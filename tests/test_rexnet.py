@@ -94,6 +94,7 @@ def test_end_points_and_squeeze_excite_of_the_fixtures_network():
     assert "se" not in params["features_1"]
 
 
+@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
 def test_output_stride_pyramid_and_bad_values():
     # timm.create_model('rexnet_100', output_stride=8).feature_info reductions: 2, 4, 8, 8, 8.
     strides = {"features_0": 2, "features_2": 4, "features_4": 8, "features_10": 8}

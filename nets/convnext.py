@@ -17,14 +17,21 @@ Where this differs from timm's `ConvNeXt`:
 - Activations are NHWC throughout, so timm's channels-first `LayerNorm2d` and its channels-last
   `LayerNorm` are both flax's `LayerNorm` over the last axis, and the MLP is two dense layers
   (timm's `conv_mlp=False` path). Epsilon 1e-6 as timm's (`norm_epsilon`).
-- timm's `head_norm_first` (`convnext_tiny_hnf`), overlapping stems (`*_ols`), RMSNorm
-  (`*_rms`) and dilation ('output_stride') are not here.
+- timm's `head_norm_first` (`convnext_tiny_hnf`), overlapping stems (`*_ols`) and RMSNorm
+  (`*_rms`) are not here.
 - Initialisation: every kernel from a normal of standard deviation 0.02 as timm's, biases zero,
   LayerNorm ones and zeros; timm cuts its normal at +-2 (absolute: in effect never), flax's
   `truncated_normal(0.02)` at two standard deviations, rescaled to keep the 0.02.
 - Weight decay (`NetworkFn.regularization_loss`) covers the convolution and dense kernels only:
   not the LayerNorm scales and offsets, the layer scales `gamma`, GRN's scale and bias or the
   biases (timm's `param_groups_weight_decay` leaves out the same one-dimensional parameters).
+
+`output_stride` (8 or 16; 32 or None: none) dilates as timm's: a stage past that stride keeps the
+map (its 2x2 downsampling convolution at stride 1, padded by TensorFlow's 'SAME', the extra pixel
+at the bottom and right as timm's `Conv2dSame`) and dilates its blocks' depthwise convolutions by
+the stride it skipped (times the stage before's); the downsampling convolution takes the stage
+before's dilation (timm's `first_dilation`, 1 for a stage of dilation 2, else 2). The same
+weights load; `feature_strides()` caps the deep stages' strides at `output_stride`.
 
 End points: `stem`, `stage1`..`stage4` (each stage's output), `pre_logits` (pooled and normalised
 features), `logits`, `predictions`.
@@ -39,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, gelu, global_avg_pool
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.padding import smallest_input
@@ -81,17 +89,19 @@ class ConvNeXtBlock(nn.Module):
     norm_epsilon: float = 1e-6
     drop_path_rate: float = 0.0
     grn: bool = False
-    kernel_size: int = 7  # odd: padded by half of it on each side
+    kernel_size: int = 7  # odd: padded by half of its dilated extent on each side
     strides: int = 1
+    dilation: int = 1  # of the depthwise convolution (`output_stride`)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        half = self.kernel_size // 2
+        half = self.kernel_size // 2 * self.dilation
         y = self.conv(
             self.features,
             (self.kernel_size, self.kernel_size),
             self.strides,
             padding=[(half, half), (half, half)],
+            kernel_dilation=self.dilation,
             feature_group_count=x.shape[-1],
             name="conv_dw",
         )(x)
@@ -135,15 +145,35 @@ class ConvNeXt(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Dilation for dense prediction (module docstring): 8 or 16 keep the maps at that stride;
+    # None (or 32): none.
+    output_stride: int | None = None
 
     @property
     def min_image_size(self) -> int:
-        """The 4x4/4 stem and a 2x2/2 downsampling per later stage, all 'VALID': 32 for four."""
-        return smallest_input([(4, 4, 0)] + [(2, 2, 0)] * (len(self.depths) - 1))
+        """The 4x4/4 stem and a 2x2/2 downsampling per later stage, all 'VALID': 32 for four
+        (less under `output_stride`: a dilated stage's downsampling keeps the map)."""
+        strided = sum(s.stride > 1 for s in self.stage_strides())
+        return smallest_input([(4, 4, 0)] + [(2, 2, 0)] * strided)
+
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations (`nets.layers.dilation`): the first stage keeps
+        the stem's stride 4, each later one halves the map until `output_stride`. timm's
+        `first_dilation` (1 for a stage of dilation 2, else 2) is the stage before's dilation at
+        every `output_stride` it takes (8, 16, 32)."""
+        strides = [1] + [2] * (len(self.depths) - 1)
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        return stage_strides(strides, self.output_stride, 4, type(self).__name__)
 
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: each stage's output, from the stride-4 stem."""
-        return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+        """timm's `feature_info`: each stage's output, from the stride-4 stem; the deep ones
+        at `output_stride` under it."""
+        strides = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+        if self.output_stride is None:
+            return strides
+        self.stage_strides()  # refuses a stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     def layer_id(self, path: tuple[str, ...]) -> int:
         """The depth of the parameter under module `path`, for layer-wise learning-rate decay
@@ -172,6 +202,7 @@ class ConvNeXt(nn.Module):
         x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
         rates = linear_drop_path_rates(self.drop_path_rate, sum(self.depths))
+        strides = self.stage_strides()
         for i, (depth, width) in enumerate(zip(self.depths, self.widths, strict=True)):
             x = ConvNeXtStage(
                 depth,
@@ -185,6 +216,7 @@ class ConvNeXt(nn.Module):
                 downsample=i > 0,
                 grn=self.grn,
                 remat=self.remat,
+                stride=strides[i],
                 name=f"stages_{i}",
             )(x, train)
             end_points[f"stage{i + 1}"] = x
@@ -203,7 +235,9 @@ class ConvNeXt(nn.Module):
 
 
 class ConvNeXtStage(nn.Module):
-    """timm's `ConvNeXtStage`: LayerNorm and a 2x2/2 convolution (`downsample`), then blocks."""
+    """timm's `ConvNeXtStage`: LayerNorm and a 2x2/2 convolution (`downsample`), then blocks;
+    under `output_stride` (`stride` of a dilated stage) the convolution is 2x2/1, dilated by
+    `first_dilation` and padded 'SAME' (timm's `padding='same'`), the blocks by `dilation`."""
 
     depth: int
     features: int
@@ -216,12 +250,23 @@ class ConvNeXtStage(nn.Module):
     downsample: bool = True
     grn: bool = False
     remat: bool | str = False
+    stride: StageStride = StageStride(2, 1, 1)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        stride, dilation, first_dilation = self.stride
         if self.downsample:
             x = nn.LayerNorm(epsilon=self.norm_epsilon, dtype=self.dtype, name="downsample_norm")(x)
-            x = self.conv(self.features, (2, 2), (2, 2), padding="VALID", name="downsample_conv")(x)
+            x = self.conv(
+                self.features,
+                (2, 2),
+                stride,
+                # timm's 'same' where the stage dilates: its total of `first_dilation` pixels
+                # split with the odd one at the bottom and right (`Conv2dSame` where odd).
+                padding="SAME" if dilation > 1 else "VALID",
+                kernel_dilation=first_dilation,
+                name="downsample_conv",
+            )(x)
         block = checkpointed(ConvNeXtBlock, self.remat, takes_train=True)
         for j in range(self.depth):
             x = block(
@@ -233,6 +278,7 @@ class ConvNeXtStage(nn.Module):
                 self.norm_epsilon,
                 self.drop_path_rates[j],
                 self.grn,
+                dilation=dilation,
                 name=f"blocks_{j}",
             )(x, train)
         return x

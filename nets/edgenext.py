@@ -187,8 +187,12 @@ class EdgeNeXt(nn.Module):
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
 
-    feature_strides = ConvNeXt.feature_strides
     layer_id = ConvNeXt.layer_id  # timm's group_matcher is ConvNeXt's
+
+    def feature_strides(self) -> dict[str, int]:
+        """timm's `feature_info`, ConvNeXt's: each stage's output, from the stride-4 stem
+        (timm's EdgeNeXt does not dilate: no `output_stride`)."""
+        return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
 
     @property
     def min_image_size(self) -> int:

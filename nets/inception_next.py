@@ -16,8 +16,14 @@ Where this differs from timm's `MetaNeXt`:
   the classes. `pre_logits` is what timm's `forward_head(pre_logits=True)` gives, the hidden
   layer after its norm (`[batch, 3 * dims[-1]]`), and `num_classes` 0 returns it (timm's
   `num_classes=0` replaces only `fc2`); `dropout_rate` (timm's `drop_rate`) is before `fc2`.
-- timm's `output_stride` (dilation) is not here.
 - Weight decay (`NetworkFn.regularization_loss`) covers the convolution and dense kernels only.
+
+`output_stride` (8 or 16; 32 or None: none) dilates as timm's `MetaNeXt`: a stage past that
+stride keeps the map (its 2x2 downsampling convolution at stride 1, dilated by the stage
+before's dilation and padded TensorFlow's 'SAME', the odd pixel at the bottom and right as
+timm's `Conv2dSame`), and its mixers' convolutions dilate by the stride it skipped (times the
+stage before's): the square one both ways, each band only along itself. The same weights load;
+`feature_strides()` caps the deep stages' strides at `output_stride`.
 
 End points: `stem`, `stage1`..`stage4`, `pre_logits`, `logits`, `predictions`.
 """
@@ -31,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from nets.layers import Conv, ModuleDef, checkpointed, classify, drop_path, gelu, global_avg_pool
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate
 from nets.layers.layer_depth import stem_stages_head_layer_id
 from nets.layers.norm import TORCH, batch_norm
@@ -44,25 +51,27 @@ class InceptionDWConv(nn.Module):
     """timm's `InceptionDWConv2d`: the channels split as `(rest, g, g, g)`, `g =
     int(channels * branch_ratio)`; the rest kept, the groups through a square depthwise
     convolution (`dwconv_hw`), a `1 x band` (`dwconv_w`) and a `band x 1` one (`dwconv_h`), all
-    padded to keep the map, concatenated in that order."""
+    padded to keep the map, concatenated in that order. `dilation` dilates the square one both
+    ways and each band along its length only (timm's `dilation=(1, d)` and `(d, 1)`)."""
 
     conv: ModuleDef
     band_kernel_size: int = 11
     branch_ratio: float = 0.125
     square_kernel_size: int = 3
+    dilation: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         channels = x.shape[-1]
         g = int(channels * self.branch_ratio)
         rest = channels - 3 * g
-        square, band = self.square_kernel_size, self.band_kernel_size
-        sp, bp = (square - 1) // 2, (band - 1) // 2
+        square, band, d = self.square_kernel_size, self.band_kernel_size, self.dilation
+        sp, bp = (square - 1) // 2 * d, (band - 1) // 2 * d
         dw = partial(self.conv, g, feature_group_count=g)
         branches = (
-            dw((square, square), padding=[(sp, sp), (sp, sp)], name="dwconv_hw"),
-            dw((1, band), padding=[(0, 0), (bp, bp)], name="dwconv_w"),
-            dw((band, 1), padding=[(bp, bp), (0, 0)], name="dwconv_h"),
+            dw((square, square), padding=[(sp, sp), (sp, sp)], kernel_dilation=d, name="dwconv_hw"),
+            dw((1, band), padding=[(0, 0), (bp, bp)], kernel_dilation=(1, d), name="dwconv_w"),
+            dw((band, 1), padding=[(bp, bp), (0, 0)], kernel_dilation=(d, 1), name="dwconv_h"),
         )
         parts = [x[..., :rest]]
         for i, branch in enumerate(branches):
@@ -118,15 +127,35 @@ class InceptionNeXt(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Dilation for dense prediction (module docstring): 8 or 16 keep the maps at that stride;
+    # None (or 32): none.
+    output_stride: int | None = None
 
     @property
     def min_image_size(self) -> int:
-        """The 4x4/4 stem and a 2x2/2 downsampling per later stage, all unpadded: 32 for four."""
-        return smallest_input([(4, 4, 0)] + [(2, 2, 0)] * (len(self.depths) - 1))
+        """The 4x4/4 stem and a 2x2/2 downsampling per later stage, all unpadded: 32 for four
+        (less under `output_stride`: a dilated stage's downsampling keeps the map)."""
+        strided = sum(s.stride > 1 for s in self.stage_strides())
+        return smallest_input([(4, 4, 0)] + [(2, 2, 0)] * strided)
+
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations (`nets.layers.dilation`): the first stage keeps
+        the stem's stride 4, each later one halves the map until `output_stride`. timm's rule
+        (`curr_stride >= output_stride and stride > 1`; `first_dilation` 1 for a stage of
+        dilation 2, else 2) gives the same at every stride it reaches (8, 16, 32)."""
+        strides = [1] + [2] * (len(self.depths) - 1)
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        return stage_strides(strides, self.output_stride, 4, type(self).__name__)
 
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: each stage's output, from the stride-4 stem."""
-        return {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+        """timm's `feature_info`: each stage's output, from the stride-4 stem; the deep ones
+        at `output_stride` under it."""
+        strides = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
+        if self.output_stride is None:
+            return strides
+        self.stage_strides()  # refuses a stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     def layer_id(self, path: tuple[str, ...]) -> int:
         """The depth of the parameter under module `path`, for layer-wise learning-rate decay
@@ -155,10 +184,18 @@ class InceptionNeXt(nn.Module):
 
         x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
 
-        block = partial(checkpointed(MetaNeXtBlock, self.remat, takes_train=True), mixer, norm)
+        block = checkpointed(MetaNeXtBlock, self.remat, takes_train=True)
+        strides = self.stage_strides()
         blocks = [
-            partial(block, ratio, self.layer_scale_init_value, dtype=self.dtype)
-            for ratio in self.mlp_ratios
+            partial(
+                block,
+                partial(mixer, dilation=stride.dilation),
+                norm,
+                ratio,
+                self.layer_scale_init_value,
+                dtype=self.dtype,
+            )
+            for ratio, stride in zip(self.mlp_ratios, strides, strict=True)
         ]
         x = stages(
             x,
@@ -171,6 +208,7 @@ class InceptionNeXt(nn.Module):
             norm,
             self.drop_path_rate,
             downsample_kernel=2,
+            strides=strides,
         )
 
         dense = partial(nn.Dense, dtype=self.dtype, kernel_init=_INIT)

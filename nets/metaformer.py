@@ -64,6 +64,7 @@ from nets.layers import (
     global_avg_pool,
 )
 from nets.layers.attention import Implementation
+from nets.layers.dilation import StageStride
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
 from nets.vit import Attention
@@ -221,7 +222,10 @@ class MetaFormerStage(nn.Module):
     """timm's `MetaFormerStage`: with `downsample`, a norm (`downsample_norm`, if any) and a
     `downsample_kernel`-square convolution of stride 2 (`downsample_conv`: MetaFormer's 3x3,
     padding 1; InceptionNeXt's 2x2, none), the norm after the convolution where not
-    `downsample_norm_first` (MambaOut's), then `depth` blocks."""
+    `downsample_norm_first` (MambaOut's), then `depth` blocks. `stride` is InceptionNeXt's under
+    an `output_stride` (timm's `MetaNeXtStage`): a dilated stage's convolution keeps the map, at
+    stride 1 dilated by `first_dilation` and padded 'SAME' (timm's `padding='same'`); the
+    blocks' own dilation is in `block`. MetaFormer's and MambaOut's stages keep the default."""
 
     depth: int
     features: int
@@ -232,6 +236,7 @@ class MetaFormerStage(nn.Module):
     downsample: bool = True
     downsample_kernel: int = 3
     downsample_norm_first: bool = True
+    stride: StageStride = StageStride(2, 1, 1)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -239,8 +244,16 @@ class MetaFormerStage(nn.Module):
             norm = self.downsample_norm
             if norm is not None and self.downsample_norm_first:
                 x = norm(name="downsample_norm")(x)
+            stride, dilation, first_dilation = self.stride
             size, pad = (self.downsample_kernel,) * 2, (self.downsample_kernel - 1) // 2
-            x = self.conv(self.features, size, (2, 2), padding=pad, name="downsample_conv")(x)
+            x = self.conv(
+                self.features,
+                size,
+                stride,
+                padding="SAME" if dilation > 1 else pad,
+                kernel_dilation=first_dilation,
+                name="downsample_conv",
+            )(x)
             if norm is not None and not self.downsample_norm_first:
                 x = norm(name="downsample_norm")(x)
         for j in range(self.depth):
@@ -260,12 +273,15 @@ def stages(
     drop_path_rate: float,
     downsample_kernel: int = 3,
     downsample_norm_first: bool = True,
+    strides: Sequence[StageStride] | None = None,
 ) -> jax.Array:
     """A `MetaFormerStage` (`stages_{i}`) per depth, of `blocks[i]`, each but the first opened by
     a downsampling, each's output the end point `stage{i + 1}`; drop-path rates rising linearly
-    over all the blocks. A function, not a module, so that the stages join the caller's scope
-    (MetaFormer's, InceptionNeXt's and MambaOut's)."""
+    over all the blocks. `strides`: each stage's under an `output_stride` (InceptionNeXt's);
+    None: stride 2, no dilation. A function, not a module, so that the stages join the caller's
+    scope (MetaFormer's, InceptionNeXt's and MambaOut's)."""
     rates = linear_drop_path_rates(drop_path_rate, sum(depths))
+    strides = strides or [StageStride(2, 1, 1)] * len(depths)
     for i, (depth, features, block) in enumerate(zip(depths, dims, blocks, strict=True)):
         start = sum(depths[:i])
         x = MetaFormerStage(
@@ -278,6 +294,7 @@ def stages(
             downsample=i > 0,
             downsample_kernel=downsample_kernel,
             downsample_norm_first=downsample_norm_first,
+            stride=strides[i],
             name=f"stages_{i}",
         )(x, train)
         end_points[f"stage{i + 1}"] = x

@@ -18,10 +18,17 @@ global average pooling and the classifier. As in torchvision and timm, every con
 symmetrically and BatchNorm has PyTorch's epsilon (`padding`: Keras's RegNets pad TensorFlow's
 'SAME', `nets_weights/regnet.py`).
 
+`output_stride` (8 or 16; 32 or None: none) dilates as timm's: a stage past that stride keeps
+the map (its first block's 3x3 convolution and 1x1 shortcut at stride 1) and dilates its 3x3
+convolutions by the stride it skipped (times the stage before's), but its first block's, which
+keeps the stage before's dilation (timm's `first_dilation`: 1 for a stage of dilation 2, else
+2); every dilated convolution pads by its dilation on both sides. The same weights load;
+`feature_strides()` caps the deep stages' strides at `output_stride`.
+
 Submodules carry timm's names (`stem/conv`, `s1/b1/conv2/bn`, `s1/b1/se/fc1`,
 `s1/b1/downsample/conv`, `head/fc`). Differences from timm: none in the function; timm's
-options outside the paper's X/Y spaces (pre-activation, average-pool shortcuts, dilation,
-stochastic depth) are left out. End points: `stem`, `s1`..`s4`, `pre_logits`.
+options outside the paper's X/Y spaces (pre-activation, average-pool shortcuts, stochastic
+depth) are left out. End points: `stem`, `s1`..`s4`, `pre_logits`.
 """
 
 from collections.abc import Callable
@@ -45,6 +52,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 
 WIDTH_ROUNDINGS = ("divisible", "nearest")
 
@@ -107,6 +115,9 @@ class Bottleneck(nn.Module):
     bottleneck_ratio: float = 1.0
     se_ratio: float = 0.0  # of the block's input width
     padding: str = "SYMMETRIC"  # of the strided 3x3 convolution (`nets.layers.padding`)
+    # timm's pair under `output_stride`: the 3x3 convolution's dilation and the stage's (where
+    # they differ, the first block of a dilated stage, the shortcut is a 1x1 convolution).
+    dilation: tuple[int, int] = (1, 1)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -116,6 +127,7 @@ class Bottleneck(nn.Module):
         y = layer(
             inner,
             3,
+            conv=partial(self.conv, kernel_dilation=self.dilation[0]),
             act=self.act,
             strides=self.strides,
             groups=inner // self.group_width,
@@ -130,24 +142,29 @@ class Bottleneck(nn.Module):
                 name="se",
             )(y)
         y = layer(self.features, 1, name="conv3")(y)
-        if x.shape[-1] != self.features or self.strides != 1:
+        if x.shape[-1] != self.features or self.strides != 1 or len(set(self.dilation)) > 1:
             x = layer(self.features, 1, strides=self.strides, name="downsample")(x)
         return self.act(x + y)
 
 
 class RegStage(nn.Module):
-    """`stage.depth` blocks `b1`, `b2`, ...; the first strided."""
+    """`stage.depth` blocks `b1`, `b2`, ...; the first strided (by `stride.stride`: 1 where
+    the stage dilates, its 3x3 convolution dilated by `stride.first_dilation`, the others' by
+    `stride.dilation`)."""
 
     stage: Stage
     block: ModuleDef
+    stride: StageStride = StageStride(2, 1, 1)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        stride, dilation, first_dilation = self.stride
         for j in range(self.stage.depth):
             x = self.block(
                 self.stage.width,
                 self.stage.group_width,
-                strides=2 if j == 0 else 1,
+                strides=stride if j == 0 else 1,
+                dilation=(first_dilation if j == 0 else dilation, dilation),
                 name=f"b{j + 1}",
             )(x)
         return x
@@ -181,6 +198,9 @@ class RegNet(nn.Module):
     # bottom and right only where a stride-2 layer sees an even map: `nets_weights/regnet.py`).
     padding: str = "SYMMETRIC"
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Dilation for dense prediction (module docstring): 8 or 16 keep the maps at that stride;
+    # None (or 32): none.
+    output_stride: int | None = None
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -194,9 +214,26 @@ class RegNet(nn.Module):
             self.width_rounding,
         )
 
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations (`nets.layers.dilation`), timm's rule: each stage
+        halves the map until `output_stride`. timm takes 8, 16 and 32 only (it asserts them),
+        so the first stage always strides: the rule runs from the second, at stride 4; its
+        `first_dilation` (1 for a stage of dilation 2, else 2) is the stage before's dilation
+        at those strides."""
+        n = len(self.stages)
+        if self.output_stride is None:
+            return [StageStride(2, 1, 1)] * n
+        rest = stage_strides([2] * (n - 1), self.output_stride, 4, type(self).__name__)
+        return [StageStride(2, 1, 1), *rest]
+
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: the stride-2 stem and each stage's output."""
-        return {"stem": 2, **{f"s{i + 1}": 2 ** (i + 2) for i in range(len(self.stages))}}
+        """timm's `feature_info`: the stride-2 stem and each stage's output; the deep ones at
+        `output_stride` under it."""
+        strides = {"stem": 2, **{f"s{i + 1}": 2 ** (i + 2) for i in range(len(self.stages))}}
+        if self.output_stride is None:
+            return strides
+        self.stage_strides()  # refuses a stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -218,8 +255,8 @@ class RegNet(nn.Module):
             se_ratio=self.se_ratio,
             padding=self.padding,
         )
-        for i, stage in enumerate(self.stages):
-            x = end_points[f"s{i + 1}"] = RegStage(stage, block, name=f"s{i + 1}")(x)
+        for i, (stage, stride) in enumerate(zip(self.stages, self.stage_strides(), strict=True)):
+            x = end_points[f"s{i + 1}"] = RegStage(stage, block, stride, name=f"s{i + 1}")(x)
 
         x = global_avg_pool(x)
         return classify(

@@ -15,10 +15,17 @@ first `input channels` of the output (the output is never narrower), the rest pa
 scale by `width_multiplier` (below 1 the first widths stay: timm divides them first) rounded to
 multiples of `divisor` (1; 8 for timm's `rexnetr_*`, 16 for `rexnetr_300`).
 
-Where this differs from timm: nothing in the function; timm's `output_stride` (dilation) is not
-built. Parameters are named as timm's (`stem`, `features_{i}` with `conv_exp`, `conv_dw`, `se`
-(`fc1`, `bn`, `fc2`), `conv_pwl`; the last 1x1 convolution `features_{blocks}`; `head/fc`), so
-`nets_weights/rexnet.py` only turns `_` into `.`. Parameters at 1000 classes are timm's:
+`output_stride` (8 or 16; 32 or None: none) dilates as timm's, block by block: a block past that
+stride keeps the map (its depthwise convolution at stride 1, with the dilation of the blocks
+before it; it adds no shortcut, as at stride 2) and the blocks after it dilate their depthwise
+convolutions by the stride it skipped (times the dilation before); every dilated convolution
+pads by its dilation on both sides. The same weights load; `feature_strides()` caps the deep
+levels' strides at `output_stride`.
+
+Where this differs from timm: nothing in the function. Parameters are named as timm's (`stem`,
+`features_{i}` with `conv_exp`, `conv_dw`, `se` (`fc1`, `bn`, `fc2`), `conv_pwl`; the last 1x1
+convolution `features_{blocks}`; `head/fc`), so `nets_weights/rexnet.py` only turns `_` into
+`.`. Parameters at 1000 classes are timm's:
 4,796,873; 7,557,091; 9,728,593; 16,366,620; 34,708,792 (rexnet_100/130/150/200/300) and
 4,883,304; 7,608,080; 9,782,256; 16,522,432; 34,810,008 (rexnetr_*).
 """
@@ -45,6 +52,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import linear_drop_path_rates
 
 
@@ -55,6 +63,9 @@ class BlockDef(NamedTuple):
     expansion: float
     strides: int
     se_ratio: float
+    # timm's pair under `output_stride`: the depthwise convolution's dilation and the blocks
+    # after's (where they differ, a block that no longer strides, there is no shortcut).
+    dilation: tuple[int, int] = (1, 1)
 
 
 class LinearBottleneck(nn.Module):
@@ -78,7 +89,8 @@ class LinearBottleneck(nn.Module):
             inner = make_divisible(round(channels * b.expansion), self.divisor)
             x = layer(inner, 1, act=self.act, name="conv_exp")(x)
         inner = x.shape[-1]
-        x = layer(inner, 3, strides=b.strides, groups=inner, name="conv_dw")(x)
+        dw_conv = partial(self.conv, kernel_dilation=b.dilation[0])
+        x = layer(inner, 3, conv=dw_conv, strides=b.strides, groups=inner, name="conv_dw")(x)
         if b.se_ratio:
             se = {
                 "squeeze_channels": make_divisible(int(inner * b.se_ratio), self.divisor),
@@ -88,7 +100,7 @@ class LinearBottleneck(nn.Module):
             }
             x = SqueezeExcite(self.conv, **se, name="se")(x)
         x = layer(b.filters, 1, name="conv_pwl")(self.dw_act(x))
-        if b.strides == 1 and channels <= b.filters:
+        if b.strides == 1 and b.dilation[0] == b.dilation[1] and channels <= b.filters:
             x = drop_path(self, x, self.drop_path_rate, train)
             x = jnp.concatenate([x[..., :channels] + inputs, x[..., channels:]], axis=-1)
         return x
@@ -127,6 +139,9 @@ class ReXNet(nn.Module):
     bn_epsilon: float = 1e-5
     bn_momentum: float = 0.9
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Dilation for dense prediction (module docstring): 8 or 16 keep the maps at that stride;
+    # None (or 32): none.
+    output_stride: int | None = None
 
     def _width(self, base: float) -> int:
         """timm's rounding of a base width: below width 1 the base was divided by it first."""
@@ -148,19 +163,52 @@ class ReXNet(nn.Module):
                 base += self.final_filters / total
         return tuple(blocks)
 
+    def stage_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations (`nets.layers.dilation`): timm's rule runs block by
+        block (`curr_stride >= output_stride` at a block of stride 2), the same per stage, its
+        first block's depthwise convolution at the dilation before. timm takes 8, 16 and 32
+        only (it asserts them), so the stages up to the first strided one always stride: the
+        rule runs from the stage after, at stride 4 (timm's strides, the stem's 2 times 2)."""
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in self.strides]
+        first = next(i for i, s in enumerate(self.strides) if s > 1) + 1
+        start = 2 * math.prod(self.strides[:first])
+        head = [StageStride(s, 1, 1) for s in self.strides[:first]]
+        rest = stage_strides(self.strides[first:], self.output_stride, start, type(self).__name__)
+        return head + rest
+
+    def dilated_blocks(self) -> tuple[BlockDef, ...]:
+        """`blocks()` under `output_stride`: each stage's first block at its stride, its
+        depthwise convolution at the stage before's dilation, the others' at the stage's."""
+        counts = [math.ceil(r * self.depth_multiplier) for r in self.repeats]
+        plan = [
+            (st.stride, (st.first_dilation, st.dilation)) if j == 0 else (1, (st.dilation,) * 2)
+            for count, st in zip(counts, self.stage_strides(), strict=True)
+            for j in range(count)
+        ]
+        return tuple(
+            b._replace(strides=stride, dilation=dilation)
+            for b, (stride, dilation) in zip(self.blocks(), plan, strict=True)
+        )
+
     def stage_ends(self) -> list[int]:
         """The index of each stage's last block."""
         counts = [math.ceil(r * self.depth_multiplier) for r in self.repeats]
         return [sum(counts[: s + 1]) - 1 for s in range(len(counts))]
 
     def feature_strides(self) -> dict[str, int]:
-        """timm's `feature_info`: the deepest block at each stride, not the last convolution."""
+        """timm's `feature_info`: the deepest block at each stride, not the last convolution;
+        the deep levels at `output_stride` under it (the levels of stride 32)."""
         stride, levels, blocks = 2, [("stem", 2)], self.blocks()
         for i, b in enumerate(blocks):
             stride *= b.strides
             levels.append((f"features_{i}", stride))
         ends = {f"features_{i}" for i in self.stage_ends()} | {"stem"}
-        return deepest_per_stride(level for level in levels if level[0] in ends)
+        strides = deepest_per_stride(level for level in levels if level[0] in ends)
+        if self.output_stride is None:
+            return strides
+        self.stage_strides()  # refuses a stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -170,7 +218,7 @@ class ReXNet(nn.Module):
             jnp.asarray(x, self.dtype)
         )
         end_points = {"stem": x}
-        blocks, ends = self.blocks(), self.stage_ends()
+        blocks, ends = self.dilated_blocks(), self.stage_ends()
         rates = linear_drop_path_rates(self.drop_path_rate, len(blocks))
         for i, b in enumerate(blocks):
             x = checkpointed(LinearBottleneck, self.remat, takes_train=True)(

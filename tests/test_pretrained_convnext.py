@@ -9,6 +9,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import nets_factory
+from tests.helpers import XLA_CONVS, output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -38,6 +39,17 @@ def test_logits_are_the_references(case):
     logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
     assert end_points["stage4"].shape[1] == PARITY[case][1] // 32
+
+
+@pytest.mark.parametrize("output_stride", [8, 16])
+def test_output_stride_dilates_as_timms(output_stride):
+    """timm's `output_stride` on the `convnext` fixture (tools/fixtures_convnext.py): the last
+    two stages (8) or the last (16) keep the map, dilated; its logits at 32, which the network
+    matches without dilation, miss these by far, so dilation is what matches."""
+    kwargs = {**SMALL, **XLA_CONVS}
+    assert output_stride_error("convnext_tiny", "convnext", kwargs, output_stride) <= 1e-4
+    dilated = load_file(FIXTURES / "parity" / "convnext" / "output_stride.safetensors")
+    assert relative_error(expected("convnext")["logits"], dilated[f"logits_{output_stride}"]) > 0.05
 
 
 def test_layer_scales_are_the_files_in_both_layouts():

@@ -12,10 +12,11 @@ not multiples of 32 (the 4x4/4 stem and the 2x2/2 downsamplings are 'VALID': the
 remainder, as PyTorch does) are among the cases.
 """
 
+import sys
 from functools import partial
 
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.convnext import ConvNeXt  # noqa: E402
 from torch import nn
 
@@ -126,7 +127,18 @@ def create(name: str) -> nn.Module:
     return timm.create_model(name, pretrained=False)
 
 
+# The case dilated by timm's `output_stride` (8, 16): its small network at that stride on the
+# written weights (V2's blocks differ only in their MLP, which dilation does not touch). At 8
+# the last two stages keep 9-pixel maps (72 px), at 16 the last one 4.
+OUTPUT_STRIDES = {"convnext": lambda s: small_timm(output_stride=s)}
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # only the dilated logits: the cases stay as written
+        for case, build in OUTPUT_STRIDES.items():
+            for s in (8, 16):
+                print(case, s, [f["reduction"] for f in build(s).feature_info])
+            write_output_strides(case, build)
+        sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("convnext", NAMES + list(TORCHVISION), create)

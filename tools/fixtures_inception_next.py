@@ -1,9 +1,10 @@
 """Parity fixtures of the InceptionNeXt family (see tools/parity.py for how to run it)."""
 
+import sys
 from functools import partial
 
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: the shims)
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.inception_next import InceptionDWConv2d, MetaNeXt
 
 # The small configuration: four stages of 1, 1, 2, 1 blocks of widths 8 to 32, so that each of
@@ -39,7 +40,17 @@ CASES = {
 
 FULL_SIZE = [f"inception_next_{size}" for size in ("atto", "tiny", "small", "base")]
 
+# The case dilated by timm's `output_stride` (8, 16): its small network at that stride on the
+# written weights. At 8 the last two stages keep 6-pixel maps, at 16 the last one 3.
+OUTPUT_STRIDES = {"inception_next": lambda s: small(output_stride=s)}
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # only the dilated logits: the cases stay as written
+        for case, build in OUTPUT_STRIDES.items():
+            for s in (8, 16):
+                print(case, s, [f["reduction"] for f in build(s).feature_info])
+            write_output_strides(case, build)
+        sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size, calibration_size=size)
     write_index("inception_next", FULL_SIZE)

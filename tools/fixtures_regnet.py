@@ -6,8 +6,9 @@ torchvision's keys, which timm's own torchvision converter, `_filter_fn`, maps b
 """
 
 import re
+import sys
 
-from parity import ROOT, timm, write_case, write_index  # noqa: F401  (timm first: the shims)
+from parity import ROOT, timm, write_case, write_index, write_output_strides  # noqa: F401
 from safetensors.numpy import load_file, save_file  # noqa: E402
 from timm.models.regnet import RegNet, RegNetCfg, _filter_fn  # noqa: E402
 
@@ -41,10 +42,10 @@ def torchvision_keys(state_dict: dict) -> dict:
     return out
 
 
-def small(se_ratio: float) -> RegNet:
+def small(se_ratio: float, output_stride: int = 32) -> RegNet:
     # Block widths 8, 16, 32, 32, 32, 64: four stages of 1, 1, 3, 1 blocks, groups of 8.
     cfg = RegNetCfg(w0=8, wa=8.0, wm=2.0, depth=6, group_size=8, se_ratio=se_ratio, stem_width=8)
-    return RegNet(cfg, num_classes=10)
+    return RegNet(cfg, num_classes=10, output_stride=output_stride)
 
 
 CASES = {
@@ -64,8 +65,19 @@ TORCHVISION = {
     "regnet_y_16gf": "regnety_160",
 }
 
+# The case dilated by timm's `output_stride` (8, 16): its small network at that stride on the
+# written weights (Y's blocks: X's are the same less the squeeze-excite). At 8 the last two
+# stages keep 6-pixel maps (48 px), the third's three blocks the first at dilation 1, then 2.
+OUTPUT_STRIDES = {"regnet_y": lambda s: small(0.25, s)}
+
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # only the dilated logits: the cases stay as written
+        for case, build in OUTPUT_STRIDES.items():
+            for s in (8, 16):
+                print(case, s, [f["reduction"] for f in build(s).feature_info])
+            write_output_strides(case, build)
+        sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     # The Y case under torchvision's keys: the same tensors and logits.

@@ -23,6 +23,12 @@ All three are at multipliers 1.0; `default_image_size` is the paper's evaluation
 480: timm's `test_input_size` of the TF checkpoints; timm's untrained `efficientnetv2_m` cfg says
 416), and the dropout rate the reference implementation's (0.2, 0.3, 0.4).
 
+`output_stride` (timm's, for dense prediction; None: the network as it is) takes a stride the
+network reaches after a strided stage (4, 8, 16, 32): past it, strided stages stride 1 and
+dilate their blocks' kxk convolutions by the stride they give up, as timm's `EfficientNetBuilder`
+(a stage's first block keeps the dilation before it, the others take the new one). The
+parameters do not change; `feature_strides()` keeps its levels, the deeper ones at that stride.
+
 Where this differs from timm: nothing in the function. Parameters are named by scope
 (`stem`, `blocks_{stage}_{block}/{expand,depthwise,squeeze_excite,project}` or `/conv` for V2's
 unexpanded block, `head`, `classifier`; `nets_weights/efficientnet.py` maps them to timm's
@@ -64,6 +70,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate
 
 
@@ -178,10 +185,23 @@ class EfficientNet(nn.Module):
     bn_epsilon: float = 1e-5
     bn_momentum: float = 0.9
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # timm's `output_stride` (8 or 16; 4 too, and 32 is the network as it is): past it, stages
+    # stride 1 and dilate their blocks' kxk convolutions (`stage_plan`); None: no dilation.
+    output_stride: int | None = None
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""
         return make_divisible(channels * self.width_multiplier, 8)
+
+    def stage_plan(self) -> list[StageStride]:
+        """Each stage's stride and dilations under `output_stride` (`nets.layers.dilation`): the
+        first block of a stage that stops striding keeps the dilation before it (timm's
+        `EfficientNetBuilder` gives each block the dilation current when it is made, and raises
+        it after), the stage's other blocks take the new one."""
+        strides = [stage.strides for stage in self.stages]
+        if self.output_stride is None:
+            return [StageStride(stride, 1, 1) for stride in strides]
+        return stage_strides(strides, self.output_stride, 2, type(self).__name__)
 
     def head_width(self) -> int:
         """The head's channels: `width(head_filters)`, or `head_filters` unscaled (timm's V2-M/L
@@ -196,7 +216,11 @@ class EfficientNet(nn.Module):
         """timm's `feature_info`: the deepest stage at each stride, not the head convolution."""
         names = [f"blocks_{s}" for s in range(len(self.stages))]
         levels = cumulative_strides(names, [s.strides for s in self.stages], 2)
-        return deepest_per_stride([("stem", 2), *levels])
+        strides = deepest_per_stride([("stem", 2), *levels])
+        if self.output_stride is None:
+            return strides
+        self.stage_plan()  # refuses an output_stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -209,7 +233,7 @@ class EfficientNet(nn.Module):
         end_points = {"stem": x}
         total = sum(self.repeats(stage) for stage in self.stages)
         index = 0
-        for s, stage in enumerate(self.stages):
+        for s, (stage, plan) in enumerate(zip(self.stages, self.stage_plan(), strict=True)):
             if stage.kind not in BLOCK_KINDS:
                 raise ValueError(
                     f"stage {s}'s kind must be one of {BLOCK_KINDS}, got {stage.kind!r}"
@@ -226,7 +250,8 @@ class EfficientNet(nn.Module):
                     norm=norm,
                     act=self.act,
                     kernel_size=stage.kernel_size,
-                    strides=stage.strides if j == 0 else 1,
+                    strides=plan.stride if j == 0 else 1,
+                    dilation=plan.first_dilation if j == 0 else plan.dilation,
                     padding=self.padding,
                     se_ratio=stage.se_ratio,
                     drop_path_rate=self.drop_path_rate * index / total,

@@ -15,6 +15,12 @@
   fused inverted bottlenecks (one full 3x3 conv instead of 1x1 + depthwise) in the early stages,
   ReLU throughout, and a 1x1 conv to 1280 with BatchNorm before the pool.
 
+`output_stride` (timm's, for dense prediction; None: as the tables are) takes a stride the network
+reaches after a strided block (4, 8, 16, 32): past it, strided blocks stride 1 and the kxk
+convolutions from there on dilate by the strides given up, block by block as timm's
+`EfficientNetBuilder` builds V2 and V3 (a block that stops striding keeps the dilation before
+it). timm's V3 classifier takes no `output_stride`, its `features_only` trunk does: that rule.
+
 BatchNorm: decay 0.997, epsilon 0.001 (Slim's mobilenet training_scope). Widths scale with
 `make_divisible(width * depth_multiplier, 8)`; expansion widths follow from the input width, and
 `finegrain_classification_mode` keeps the network's last convolution unscaled when the multiplier
@@ -48,6 +54,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 
 
 class BlockDef(NamedTuple):
@@ -175,6 +182,19 @@ class MobileNet(nn.Module):
     # ones (a few hundred steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM_MOBILENET.momentum
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # timm's `output_stride` (8 or 16; 4 too, and 32 is the network as it is): past it, strided
+    # blocks stride 1 and dilate the kxk convolutions from there on (`block_plan`); None: none.
+    output_stride: int | None = None
+
+    def block_plan(self) -> list[StageStride]:
+        """Each block's stride and dilation (`first_dilation`) under `output_stride`
+        (`nets.layers.dilation`, each block a stage): timm's `EfficientNetBuilder` gives each
+        block the dilation current when it is made and raises it after a block that stops
+        striding, so that block keeps the dilation before it."""
+        strides = [b.strides for b in self.blocks]
+        if self.output_stride is None:
+            return [StageStride(stride, 1, 1) for stride in strides]
+        return stage_strides(strides, self.output_stride, 2, type(self).__name__)
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
@@ -194,7 +214,11 @@ class MobileNet(nn.Module):
         levels = cumulative_strides(names, [b.strides for b in self.blocks], 2)
         if self.last_filters:
             levels.append((f"layer_{n + 2}", levels[-1][1]))
-        return deepest_per_stride([("layer_1", 2), *levels])
+        strides = deepest_per_stride([("layer_1", 2), *levels])
+        if self.output_stride is None:
+            return strides
+        self.block_plan()  # refuses an output_stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -217,7 +241,7 @@ class MobileNet(nn.Module):
         )
         end_points = {"layer_1": x, "stem": x}
         n = len(self.blocks)
-        for i, b in enumerate(self.blocks):
+        for i, (b, plan) in enumerate(zip(self.blocks, self.block_plan(), strict=True)):
             x = checkpointed(InvertedResidual, self.remat)(
                 self.depth(b.filters),
                 b.expansion,
@@ -225,7 +249,8 @@ class MobileNet(nn.Module):
                 norm=norm,
                 act=nn.hard_swish if b.hswish else self.act,
                 kernel_size=b.kernel_size,
-                strides=b.strides,
+                strides=plan.stride,
+                dilation=plan.first_dilation,
                 squeeze_excite=b.se,
                 fused=b.fused,
                 residual=b.residual,

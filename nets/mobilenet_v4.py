@@ -31,6 +31,12 @@ head is 1280 at any width. Stochastic depth (`drop_path_rate`, off by default) g
 the block's index over all blocks, as timm's builder sets it; dropout before the logits is 0.2 by
 default (timm's constructor leaves it 0 for its training scripts to set).
 
+`output_stride` (timm's, for dense prediction; None: the network as it is): 4, 8, 16 or 32; past
+it a stage's first block strides 1 with the dilation before it, and the rest dilate their kxk
+convolutions by the strides given up (timm's `EfficientNetBuilder`: the UIB's two depthwise
+convolutions, the Mobile MQA block's strided key and value convolutions, the plain ones). timm's
+classifier builds at 32 whatever it is given; its `features_only` trunk takes `output_stride`.
+
 Parameters are named by scope: `stem`, `blocks_{stage}_{block}` (a UIB's `dw_start`, `pw_exp`,
 `dw_mid`, `pw_proj`, timm's names; a Fused IB's `expand`, `project`; a plain convolution's `conv`
 and `bn`; a Mobile MQA block's `norm`, `query_proj`, `key_down_conv`, `key_norm`, `key_proj`,
@@ -72,8 +78,9 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate
-from nets.layers.inverted_residual import add_residual
+from nets.layers.inverted_residual import add_residual, dilated
 from nets.layers.padding import PaddingLike
 
 
@@ -100,6 +107,7 @@ class UniversalInvertedResidual(nn.Module):
     layer_scale_init_value: float | None = None  # the hybrids' 1e-5; None: no layer scale
     drop_path_rate: float = 0.0
     deterministic: bool = True
+    dilation: int = 1  # of both depthwise convolutions (timm's: an `output_stride`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -108,15 +116,16 @@ class UniversalInvertedResidual(nn.Module):
         if s > 1 and not (self.start_kernel or self.kernel_size):
             raise ValueError("a strided UniversalInvertedResidual needs a depthwise convolution")
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
+        depthwise = partial(layer, conv=dilated(self.conv, self.dilation))
         if self.start_kernel:
             stride = 1 if self.kernel_size else s
-            x = layer(
+            x = depthwise(
                 channels, self.start_kernel, strides=stride, groups=channels, name="dw_start"
             )(x)
         inner = make_divisible(channels * self.expansion, 8)
         x = layer(inner, 1, act=self.act, name="pw_exp")(x)
         if self.kernel_size:
-            x = layer(
+            x = depthwise(
                 inner, self.kernel_size, act=self.act, strides=s, groups=inner, name="dw_mid"
             )(x)
         x = layer(self.filters, 1, name="pw_proj")(x)
@@ -151,6 +160,7 @@ class MobileMultiQueryAttention(nn.Module):
     layer_scale_init_value: float | None = None
     drop_path_rate: float = 0.0
     deterministic: bool = True
+    dilation: int = 1  # of the keys' and values' strided depthwise convolutions (timm's)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -164,8 +174,9 @@ class MobileMultiQueryAttention(nn.Module):
             y = x
             if self.kv_stride > 1:
                 k, s = (self.kernel_size,) * 2, (self.kv_stride,) * 2
-                y = self.conv(c, k, s, padding=self.padding, feature_group_count=c,
-                              use_bias=False, name=f"{kind}_down_conv")(y)  # fmt: skip
+                down = dilated(self.conv, self.dilation)
+                y = down(c, k, s, padding=self.padding, feature_group_count=c, use_bias=False,
+                         name=f"{kind}_down_conv")(y)  # fmt: skip
                 y = self.norm(name=f"{kind}_norm")(y)
             y = one(self.key_dim, name=f"{kind}_proj")(y)
             return y.reshape(n, -1, 1, self.key_dim)
@@ -390,10 +401,23 @@ class MobileNetV4(nn.Module):
     bn_epsilon: float = TORCH.epsilon
     bn_momentum: float = TORCH.momentum
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # timm's `output_stride` (8 or 16; 4 too, and 32 is the network as it is): past it, stages
+    # stride 1 and dilate their blocks' kxk convolutions (`stage_plan`); None: no dilation.
+    output_stride: int | None = None
 
     def width(self, channels: int) -> int:
         """timm's `round_channels`: `make_divisible(channels * width_multiplier, 8)`."""
         return make_divisible(channels * self.width_multiplier, 8)
+
+    def stage_plan(self) -> list[StageStride]:
+        """Each stage's stride and dilations under `output_stride` (`nets.layers.dilation`): the
+        first block of a stage that stops striding keeps the dilation before it (timm's
+        `EfficientNetBuilder` gives each block the dilation current when it is made, and raises
+        it after), the stage's other blocks take the new one."""
+        strides = [stage[0].strides for stage in self.stages]
+        if self.output_stride is None:
+            return [StageStride(stride, 1, 1) for stride in strides]
+        return stage_strides(strides, self.output_stride, 2, type(self).__name__)
 
     def stem_width(self) -> int:
         """The stem's channels: scaled at multipliers of 1 and more, else kept (`fix_stem`)."""
@@ -404,7 +428,11 @@ class MobileNetV4(nn.Module):
         last stage at 32, a stage of blocks in timm)."""
         names = [f"blocks_{s}" for s in range(len(self.stages))]
         levels = cumulative_strides(names, [stage[0].strides for stage in self.stages], 2)
-        return deepest_per_stride([("stem", 2), *levels])
+        strides = deepest_per_stride([("stem", 2), *levels])
+        if self.output_stride is None:
+            return strides
+        self.stage_plan()  # refuses an output_stride the network does not reach
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -422,31 +450,34 @@ class MobileNetV4(nn.Module):
         end_points = {"stem": x}
         blocks = [[b for b in stage for _ in range(b.repeats)] for stage in self.stages]
         total, index = sum(map(len, blocks)), 0
-        for s, stage in enumerate(blocks):
+        for s, (stage, plan) in enumerate(zip(blocks, self.stage_plan(), strict=True)):
             for j, b in enumerate(stage):
-                name, strides = f"blocks_{s}_{j}", b.strides if j == 0 else 1
-                rate = {"drop_path_rate": self.drop_path_rate * index / total}
-                rate["deterministic"] = not train
+                name, strides = f"blocks_{s}_{j}", plan.stride if j == 0 else 1
+                dilation = plan.first_dilation if j == 0 else plan.dilation
+                # What every kind but the plain convolution takes: drop path and dilation.
+                each = {"drop_path_rate": self.drop_path_rate * index / total}
+                each |= {"deterministic": not train, "dilation": dilation}
                 scale = {"layer_scale_init_value": self.layer_scale_init_value}
                 filters = self.width(b.filters)
                 if b.kind == "conv":
                     x = checkpointed(layer, self.remat)(
-                        filters, b.kernel_size, strides=strides, name=name
-                    )(x)
+                        filters, b.kernel_size, strides=strides, conv=dilated(conv, dilation),
+                        name=name,
+                    )(x)  # fmt: skip
                 elif b.kind == "fused":
                     x = checkpointed(FusedMBConv, self.remat)(
                         filters, b.expansion, **common, kernel_size=b.kernel_size,
-                        strides=strides, **rate, name=name,
+                        strides=strides, **each, name=name,
                     )(x)  # fmt: skip
                 elif b.kind == "uir":
                     x = checkpointed(UniversalInvertedResidual, self.remat)(
                         filters, b.expansion, **common, start_kernel=b.start_kernel,
-                        kernel_size=b.kernel_size, strides=strides, **scale, **rate, name=name,
+                        kernel_size=b.kernel_size, strides=strides, **scale, **each, name=name,
                     )(x)  # fmt: skip
                 elif b.kind == "mqa":
                     x = checkpointed(MobileMultiQueryAttention, self.remat)(
                         filters, b.heads, b.key_dim, conv, norm, b.kernel_size, b.kv_stride,
-                        self.padding, **scale, **rate, name=name,
+                        self.padding, **scale, **each, name=name,
                     )(x)  # fmt: skip
                 else:
                     raise ValueError(f"block kinds are {BLOCK_KINDS}, got {b.kind!r}")

@@ -1,4 +1,5 @@
-"""The MobileNet family (V1, V2, V3, EdgeTPU): published sizes and Slim's layout and options."""
+"""The MobileNet family (V1, V2, V3, EdgeTPU): published sizes and Slim's layout and options;
+V2's, V3's and EdgeTPU's `output_stride` (timm's)."""
 
 import functools
 import math
@@ -11,8 +12,10 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets.layers import Conv, SqueezeExcite, make_divisible
+from nets.layers.dilation import StageStride
 from tests import variable_trees
 from tests.helpers import XLA_CONVS, numpy_variables, training_gradients
+from tests.test_efficientnet import assert_pyramid_at_output_stride
 
 # Exact counts at 1000 classes (all trainable parameters, BatchNorm scale and offset included).
 #   mobilenet_v1 (Keras' MobileNet has the same trainable count; the paper says 4.2M):
@@ -272,3 +275,18 @@ def test_mobilenet_v1_025_trains_gradient_reaches_every_parameter():
         lambda a, b: not np.allclose(a, b), variables["batch_stats"], updates["batch_stats"]
     )
     assert all(jax.tree.leaves(changed))
+
+
+def test_output_stride_dilates_past_it_as_timms_builder():
+    # timm 1.0.31: timm.create_model("mobilenetv3_large_100", features_only=True,
+    # output_stride=8).feature_info.reduction() is [2, 4, 8, 8, 8] (blocks 0, 1, 2, 4 and 6,
+    # the last our Conv_1). timm's classifier takes no output_stride; its features trunk does.
+    assert_pyramid_at_output_stride("mobilenet_v3_large", [2, 4, 8, 8, 8])
+    # Per block (timm's builder): V2 at 16, its stride-2 block 13 (160 wide) stops striding and
+    # keeps dilation 1; the blocks after it take 2.
+    module = nets_factory.get_network_fn("mobilenet_v2", 10, output_stride=16).module
+    plan = module.block_plan()
+    assert plan[13:] == [StageStride(1, 2, 1)] + [StageStride(1, 2, 2)] * 3
+    message = r"^output_stride=2: MobileNet reaches strides 4, 8, 16, 32 \(the last without"
+    with pytest.raises(ValueError, match=message):
+        module.clone(output_stride=2).feature_strides()

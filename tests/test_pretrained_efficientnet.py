@@ -1,7 +1,7 @@
 """load_pretrained for EfficientNet: parity with timm's `efficientnet_b0`, `tf_efficientnet_b0`,
 `efficientnetv2_s` and `tf_efficientnetv2_s` classes and torchvision's B5 and V2-S on fixtures
 made by tools/fixtures_efficientnet.py, each convention shown to matter, and timm's and
-torchvision's layouts of every block kind."""
+torchvision's layouts of every block kind; timm's `output_stride` 8 and 16 on the same weights."""
 
 import functools
 
@@ -12,6 +12,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from nets_weights import WeightFileError, architectures, convert
+from tests.helpers import XLA_CONVS, output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
@@ -65,6 +66,21 @@ def test_logits_are_the_references(case):
     tensors = load_file(FIXTURES / "parity" / case / "model.safetensors")
     arch = convert.for_keys(architectures.ARCHITECTURES[PARITY[case]], tensors)
     assert_each_convention_matters(arch, scale(case), variables, reference)
+
+
+# timm's logits at output strides 8 and 16 (tools/fixtures_efficientnet.py output_stride): the
+# small V2's MBConv stages (16 and 32, a stride-1 stage between) dilate under TensorFlow's 'SAME'
+# padding; its fused stages, at strides 2-8, do not (test_efficientnet.py's fused block test
+# dilates one). The MobileNets' cases dilate the same blocks under PyTorch's symmetric padding.
+@pytest.mark.parametrize("output_stride", [8, 16])
+def test_output_stride_is_timms(output_stride):
+    case = "efficientnetv2_tf"
+    kwargs = {**scale(case), **XLA_CONVS}  # all XLA convolutions (the dilated are): less compile
+    assert output_stride_error(PARITY[case], case, kwargs, output_stride) <= 1e-4
+    # Dilation matters: timm's logits at 32 (which the network at 32 gives on these weights:
+    # test_logits_are_the_references) are far from those at this stride.
+    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
+    assert relative_error(expected(case)["logits"], dilated[f"logits_{output_stride}"]) > 0.05
 
 
 def test_the_architecture_sets_the_conventions():

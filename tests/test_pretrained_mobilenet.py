@@ -1,5 +1,6 @@
 """load_pretrained for MobileNet V2 / V3: parity with timm and torchvision on fixtures made by
-tools/fixtures_mobilenet.py, each convention shown to matter, and both layouts."""
+tools/fixtures_mobilenet.py, each convention shown to matter, and both layouts; timm's
+`output_stride` on the same weights."""
 
 import functools
 
@@ -11,7 +12,7 @@ from safetensors.numpy import load_file
 import nets_factory
 from nets.mobilenet import BlockDef, minimalistic
 from nets_weights import WeightFileError, architectures, published
-from tests.helpers import XLA_CONVS
+from tests.helpers import XLA_CONVS, output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -132,6 +133,22 @@ def assert_each_convention_matters(arch, kwargs, variables, reference):
         fn = nets_factory.get_network_fn(arch.network, 10, **kwargs, **wrong, **XLA_CONVS)
         logits, _ = jax.jit(fn.apply)(variables, reference["images"])
         assert relative_error(logits, reference["logits"]) > 0.01, wrong
+
+
+# timm's logits at output strides 4 and 8 (tools/fixtures_mobilenet.py output_stride): the small
+# V3 reaches 16, so 16 would dilate nothing; at 4 two strided blocks stop striding (the second
+# keeps the first's dilation 2, then 4), 5x5 depthwise kernels with squeeze-excite, PyTorch's
+# padding. timm's V3 classifier takes no output_stride: its blocks are those its features_only
+# trunk builds at that stride.
+@pytest.mark.parametrize("output_stride", [4, 8])
+def test_output_stride_is_timms(output_stride):
+    case = "mobilenetv3_small"
+    name, kwargs = PARITY[case]
+    assert output_stride_error(name, case, {**kwargs, **XLA_CONVS}, output_stride) <= 1e-4
+    # Dilation matters: timm's logits at 32 (which the network at 32 gives on these weights:
+    # test_logits_are_the_references) are far from those at this stride.
+    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
+    assert relative_error(expected(case)["logits"], dilated[f"logits_{output_stride}"]) > 0.05
 
 
 CONVENTIONS = {

@@ -16,10 +16,17 @@ expanded fused blocks and the MBConv blocks each occur with their residual; widt
 (`efficientnetv2_tf`), and torchvision's `efficientnet_v2_s` table rebuilt at the same
 multipliers (`tv_efficientnet_v2`, epsilon 1e-3, its `last_channel` 160 where the full size has
 1280), at 54 px.
+
+`python tools/fixtures_efficientnet.py output_stride` writes only `efficientnetv2_tf`'s logits
+at timm's `output_stride` 8 and 16 (`write_output_strides`), its other files unchanged: its
+small network reaches stride 32 (both strides dilate its MBConv stages, with squeeze-excite)
+under TensorFlow's 'SAME' padding (the MobileNets' cases dilate under PyTorch's).
 """
 
+import sys
+
 import torchvision_efficientnet as tv  # torchvision's modules, rebuilt
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.efficientnet import _gen_efficientnet, _gen_efficientnetv2_s  # noqa: E402
 
 SMALL = {"channel_multiplier": 0.25, "depth_multiplier": 0.5, "num_classes": 10}
@@ -77,7 +84,7 @@ FULL_SIZE = [
 ]
 
 
-if __name__ == "__main__":
+def main() -> None:
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("efficientnet", FULL_SIZE)
@@ -94,3 +101,15 @@ if __name__ == "__main__":
         ["tf_efficientnetv2_s", "efficientnet_v2_s"],
         lambda name: tv.create_model(name) if name in tv.V2_STAGES else timm.create_model(name),
     )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # `CASES`' build, with timm's argument
+        write_output_strides(
+            "efficientnetv2_tf",
+            lambda s: _gen_efficientnetv2_s(
+                "tf_efficientnetv2_s", **V2_SMALL, **TF, output_stride=s
+            ),
+        )
+    else:
+        main()

@@ -8,15 +8,26 @@ the network's activation) with a channel multiplier, exactly as `_gen_mobilenet_
 settings (`torchvision_mobilenet.py` rebuilds them: torchvision is not installed here). The input
 sizes make the stride-2 layers see both even and odd maps (54 -> 27 -> 14 -> 7; 45 -> 23 -> 12
 -> 6 -> 3; 50 -> 25 -> 13 -> 7).
+
+`python tools/fixtures_mobilenet.py output_stride` writes only `mobilenetv3_small`'s logits at
+timm's `output_stride` 4 and 8 (`write_output_strides`), its other files unchanged: the small
+network reaches stride 16, where 16 would dilate nothing. timm's `MobileNetV3` classifier builds
+its blocks at 32 whatever it is given (only its `features_only` trunk, `MobileNetV3Features`,
+takes `output_stride`, with the same `EfficientNetBuilder`): `at_output_stride` builds the
+classifier with the builder the trunk would have.
 """
 
+import sys
+from collections.abc import Callable
 from functools import partial
+from unittest import mock
 
 import torch
 import torchvision_mobilenet as tv  # torchvision's modules, rebuilt
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401 (timm first)
 from timm.models._efficientnet_blocks import SqueezeExcite  # noqa: E402
 from timm.models._efficientnet_builder import (  # noqa: E402
+    EfficientNetBuilder,
     decode_arch_def,
     resolve_act_layer,
     round_channels,
@@ -63,6 +74,18 @@ def small_v2(arch_def, multiplier, pad_type, bn_eps) -> EfficientNet:
     return EfficientNet(
         **timm_builder_args(arch_def, multiplier, pad_type, bn_eps, "relu6"), stem_size=32
     )
+
+
+def at_output_stride(build: Callable[[], torch.nn.Module], output_stride: int) -> torch.nn.Module:
+    """`build()` with timm's `EfficientNetBuilder` at `output_stride` (the MobileNetV3
+    classifier passes it 32; its features trunk passes the one it is given)."""
+    init = EfficientNetBuilder.__init__
+
+    def dilated(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, "output_stride": output_stride})
+
+    with mock.patch.object(EfficientNetBuilder, "__init__", dilated):
+        return build()
 
 
 # V3 Large's first stages, and its head: a residual depthwise-separable block, expansion with
@@ -160,6 +183,10 @@ def create(name: str) -> torch.nn.Module:
 
 
 if __name__ == "__main__":
-    for case, (arch, build, size) in CASES.items():
-        write_case(case, arch, build, size)
-    write_index("mobilenet", FULL_SIZE, create)
+    if sys.argv[1:] == ["output_stride"]:
+        build = CASES["mobilenetv3_small"][1]
+        write_output_strides("mobilenetv3_small", partial(at_output_stride, build), (4, 8))
+    else:
+        for case, (arch, build, size) in CASES.items():
+            write_case(case, arch, build, size)
+        write_index("mobilenet", FULL_SIZE, create)

@@ -7,12 +7,19 @@ start and `k` its middle depthwise kernel, 0 for none; `s` stride, `e` expansion
 at a channel multiplier below 1 (so the stem keeps its width, as timm's `fix_stem`), with a
 64-wide head instead of 1280. The input sizes make the stride-2 layers see even and odd maps
 (54 -> 27 -> 14 -> 7 -> 4; 45 -> 23 -> 12 -> 6 -> 3).
+
+`python tools/fixtures_mobilenet_v4.py output_stride` writes only `mobilenetv4_hybrid_large`'s
+logits at timm's `output_stride` 8 and 16 (`write_output_strides`; its small network reaches 32),
+its other files unchanged; timm's classifier takes no `output_stride`, so its blocks come from
+the builder its `features_only` trunk would use (`fixtures_mobilenet.at_output_stride`).
 """
 
+import sys
 from functools import partial
 
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+from fixtures_mobilenet import at_output_stride
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401 (timm first)
 from timm.models._efficientnet_builder import decode_arch_def, round_channels  # noqa: E402
 from timm.models.mobilenetv3 import MobileNetV3  # noqa: E402
 
@@ -96,6 +103,10 @@ FULL_SIZE = [
 
 
 if __name__ == "__main__":
-    for case, (arch, build, size) in CASES.items():
-        write_case(case, arch, build, size)
-    write_index("mobilenet_v4", FULL_SIZE)
+    if sys.argv[1:] == ["output_stride"]:
+        build = CASES["mobilenetv4_hybrid_large"][1]
+        write_output_strides("mobilenetv4_hybrid_large", partial(at_output_stride, build))
+    else:
+        for case, (arch, build, size) in CASES.items():
+            write_case(case, arch, build, size)
+        write_index("mobilenet_v4", FULL_SIZE)

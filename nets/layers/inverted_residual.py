@@ -8,6 +8,10 @@
 - `FusedMBConv`: EfficientNetV2's Fused-MBConv (Tan & Le 2021, arXiv:2104.00298), timm's
   `EdgeResidual` and, without expansion, its `ConvBnAct`.
 
+`dilation` (a backbone's `output_stride`, `nets.layers.dilation`) goes to each block's kxk
+convolution(s), as timm's `_efficientnet_blocks` give it: the depthwise one, or the fused
+expansion; the 1x1 convolutions take none.
+
 Submodules carry Slim's scope names (`expand`, `depthwise`, `squeeze_excite`, `project`), so a
 parameter path reads like the checkpoint variable it corresponds to.
 """
@@ -107,21 +111,23 @@ class InvertedResidual(nn.Module):
     se_ratio: float | None = None  # None: V3's squeeze-excite
     drop_path_rate: float = 0.0
     deterministic: bool = True
+    dilation: int = 1  # of the kxk convolution (timm's `dilation`: an `output_stride`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         inputs, channels = x, x.shape[-1]
         inner = make_divisible(channels * self.expansion, 8)
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
+        kxk = partial(layer, conv=dilated(self.conv, self.dilation))
         k, s = self.kernel_size, self.strides
         if inner > channels:
             if self.fused:
-                x = layer(inner, k, act=self.act, strides=s, name="expand")(x)
+                x = kxk(inner, k, act=self.act, strides=s, name="expand")(x)
             else:
                 x = layer(inner, 1, act=self.act, name="expand")(x)
         if not self.fused:
             width = x.shape[-1]
-            x = layer(width, k, act=self.act, strides=s, groups=width, name="depthwise")(x)
+            x = kxk(width, k, act=self.act, strides=s, groups=width, name="depthwise")(x)
         if self.squeeze_excite and self.se_ratio is None:  # V3's
             x = SqueezeExcite(self.conv, name="squeeze_excite")(x)
         elif self.squeeze_excite:
@@ -130,6 +136,11 @@ class InvertedResidual(nn.Module):
         if self.residual and s == 1 and channels == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x
+
+
+def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:
+    """`conv` with its kernel dilated by `dilation` (`kernel_dilation`; 1: `conv` itself)."""
+    return conv if dilation == 1 else partial(conv, kernel_dilation=dilation)
 
 
 def ratio_squeeze_excite(conv, x, se_ratio: float, expansion: float, act) -> jax.Array:
@@ -176,12 +187,14 @@ class FusedMBConv(nn.Module):
     padding: PaddingLike = "SAME"
     drop_path_rate: float = 0.0
     deterministic: bool = True
+    dilation: int = 1  # of the kxk convolution (timm's `dilation`: an `output_stride`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         """`[n, h, w, c] -> [n, h / strides, w / strides, filters]`."""
         inputs, channels = x, x.shape[-1]
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
+        kxk = partial(layer, conv=dilated(self.conv, self.dilation))
         k, s = self.kernel_size, self.strides
         if self.expansion == 1:
             if self.se_ratio:
@@ -189,10 +202,10 @@ class FusedMBConv(nn.Module):
                     f"FusedMBConv without expansion has no squeeze-excite: se_ratio must be 0, "
                     f"got {self.se_ratio}"
                 )
-            x = layer(self.filters, k, act=self.act, strides=s, name="conv")(x)
+            x = kxk(self.filters, k, act=self.act, strides=s, name="conv")(x)
         else:
             inner = make_divisible(channels * self.expansion, 8)
-            x = layer(inner, k, act=self.act, strides=s, name="expand")(x)
+            x = kxk(inner, k, act=self.act, strides=s, name="expand")(x)
             if self.se_ratio:
                 x = ratio_squeeze_excite(self.conv, x, self.se_ratio, self.expansion, self.act)
             x = layer(self.filters, 1, name="project")(x)

@@ -25,10 +25,11 @@ Submodules carry timm's names: `stem/conv1/conv`, `stages_0/conv_down/bn`,
 `stages_1/blocks_0/conv2/conv`, `.../attn/fc1`, `head/fc`. End points: `stem_conv` (the last
 stem convolution's map, before the pool, where there is one), `stem`, `stages_0` ... `pre_logits`;
 the feature pyramid is timm's `feature_info` (DarkNet's starts at stride 1, the stem's map).
-Left out: timm's dilated stages (`output_stride`) and anti-aliasing layer, which no configuration
-uses.
+`output_stride` (8 or 16) dilates the stages past it as timm's (`CspStage`); the parameters are
+the same. Left out: timm's anti-aliasing layer, which no configuration uses.
 """
 
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, ClassVar
@@ -53,6 +54,7 @@ from nets.layers import (
     make_divisible,
     max_pool,
 )
+from nets.layers import dilation as dilation_rule
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import smallest_input
 
@@ -66,11 +68,16 @@ class DarkBlock(nn.Module):
     bottle_ratio: float
     groups: int
     layer: ModuleDef  # `ConvNormAct` with the network's conv, norm, activation and padding
-    conv: ModuleDef  # the gate's convolutions
+    conv: ModuleDef  # the gate's convolutions; the 3x3's, dilated (`dilation` > 1)
     act: Callable
     se_ratio: float | None = None
     drop_path_rate: float = 0.0
     deterministic: bool = True
+    dilation: int = 1  # of the 3x3 convolution (timm's `dilation`, the stage's)
+
+    def dilated(self) -> dict[str, Any]:
+        """The 3x3 `layer`'s keyword for the block's dilation."""
+        return _dilated(self.conv, self.dilation)
 
     def gate(self, x: jax.Array, name: str) -> jax.Array:
         """timm's `SEModule` where `se_ratio` is set: `round(channels * se_ratio)` to a multiple
@@ -98,7 +105,7 @@ class DarkBlock(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.gate(self.layer(self.width, 1, name="conv1")(x), "attn")
-        y = self.layer(self.features, 3, groups=self.groups, name="conv2")(y)
+        y = self.layer(self.features, 3, groups=self.groups, **self.dilated(), name="conv2")(y)
         return self.residual(y, x)
 
 
@@ -107,7 +114,7 @@ class EdgeBlock(DarkBlock):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = self.layer(self.width, 3, groups=self.groups, name="conv1")(x)
+        y = self.layer(self.width, 3, groups=self.groups, **self.dilated(), name="conv1")(x)
         y = self.layer(self.features, 1, name="conv2")(self.gate(y, "attn"))
         return self.residual(y, x)
 
@@ -119,7 +126,7 @@ class BottleneckBlock(DarkBlock):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.layer(self.width, 1, name="conv1")(x)
-        y = self.layer(self.width, 3, groups=self.groups, name="conv2")(y)
+        y = self.layer(self.width, 3, groups=self.groups, **self.dilated(), name="conv2")(y)
         y = self.layer(self.features, 1, act=None, name="conv3")(self.gate(y, "attn2"))
         return self.act(self.residual(y, x))
 
@@ -139,14 +146,21 @@ class Entry(nn.Module):
     expansion: int | None  # conv_exp's width; None: no expansion, the map itself returned
     linear: bool  # the expansion has no activation (CSPResNet's)
     layer: ModuleDef
+    dilation: int = 1  # of `conv_down` (timm's `first_dilation`)
+    conv: ModuleDef | None = None  # `layer`'s convolution, to dilate
 
     def down(self, x: jax.Array) -> jax.Array:
         if self.avg_down:  # timm's Sequential: the pool (index 0), the 1x1 convolution
-            if self.strides == 2:
+            if self.strides == 2:  # a stage dilated in its place strides by 1: no pool
                 x = avg_pool(x, (2, 2), (2, 2))
             return self.layer(self.down_features, 1, groups=self.groups, name="conv_down_1")(x)
         layer = self.layer(
-            self.down_features, 3, strides=self.strides, groups=self.groups, name="conv_down"
+            self.down_features,
+            3,
+            strides=self.strides,
+            groups=self.groups,
+            **_dilated(self.conv, self.dilation),
+            name="conv_down",
         )
         return layer(x)
 
@@ -181,7 +195,11 @@ class Transition(nn.Module):
 
 class CspStage(nn.Module):
     """What the three stages share: the entry (`Entry`) and the blocks. `down_growth`: the strided
-    convolution widens to `features` (CSPDarkNet's) rather than keeping its input's width."""
+    convolution widens to `features` (CSPDarkNet's) rather than keeping its input's width.
+
+    Dilated (`CspNet.output_stride`), `strides` is 1, the blocks' 3x3 convolutions take
+    `dilation` and the downsampling convolution `first_dilation` (timm's: the stage before's);
+    a cross stage keeps its downsampling convolution where the two differ (its parameters)."""
 
     features: int
     strides: int
@@ -196,6 +214,9 @@ class CspStage(nn.Module):
     layer: ModuleDef
     drop_path_rates: Sequence[float]  # one a block: the stage's depth
     remat: bool | str = False  # the entry and transition recomputed (`block` is already)
+    dilation: int = 1
+    first_dilation: int = 1
+    conv: ModuleDef | None = None  # `layer`'s convolution, to dilate (None: undilated)
 
     def unit(self, module: ModuleDef, *fields: Any, name: str) -> nn.Module:
         """`module(*fields)`, one unit of `remat`, its layers at the stage's paths."""
@@ -205,13 +226,19 @@ class CspStage(nn.Module):
 
     def entry(self, x: jax.Array, down_features: int | None, expansion: int | None) -> Any:
         fields = (self.strides, self.groups, self.avg_down, expansion, self.cross_linear)
-        return self.unit(Entry, down_features, *fields, self.layer, name="entry")(x)
+        dilated = (self.first_dilation, self.conv)
+        return self.unit(Entry, down_features, *fields, self.layer, *dilated, name="entry")(x)
 
     def blocks(self, x: jax.Array) -> jax.Array:
         width = int(round(self.features * self.block_ratio))
         for j, rate in enumerate(self.drop_path_rates):
             block = self.block(
-                width, self.bottle_ratio, self.groups, drop_path_rate=rate, name=f"blocks_{j}"
+                width,
+                self.bottle_ratio,
+                self.groups,
+                drop_path_rate=rate,
+                dilation=self.dilation,
+                name=f"blocks_{j}",
             )
             x = block(x)
         return x
@@ -220,7 +247,7 @@ class CspStage(nn.Module):
         """A cross stage's entry: the strided convolution where the stage strides, the
         expansion, its two halves."""
         down = None
-        if self.strides != 1:
+        if self.strides != 1 or self.first_dilation != self.dilation:
             grows = self.down_growth or self.avg_down  # the average pool's 1x1: to `features`
             down = self.features if grows else x.shape[-1]
         width = int(round(self.features * self.expand_ratio))
@@ -303,6 +330,13 @@ class CspNet(nn.Module):
     # The stem, the blocks and the layers around them recomputed in backward, each unit keeping
     # its input (str: nets.layers.remat.POLICIES, what a unit keeps besides).
     remat: bool | str = False
+    # timm's dilation for dense prediction: 8 or 16 keeps the deepest maps at that stride, the
+    # stages past it dilated (`CspStage`); None (or 32): the network as published.
+    output_stride: int | None = None
+
+    def __post_init__(self) -> None:
+        self.dilated_strides()  # a wrong output_stride raises here, not at the first trace
+        super().__post_init__()
 
     def stem_conv_strides(self) -> list[int]:
         """timm's rule: the first strided; at 4 without the pool, the last too."""
@@ -313,31 +347,55 @@ class CspNet(nn.Module):
         ]
 
     def stage_strides(self) -> tuple[int, ...]:
+        """Each stage's own stride (the published network's)."""
         return _per_stage(self.strides, len(self.depths), "strides")
+
+    def stem_stride(self) -> int:
+        return math.prod(self.stem_conv_strides()) * (2 if self.stem_pool else 1)
+
+    def dilated_strides(self) -> list[dilation_rule.StageStride]:
+        """Each stage's stride and dilations at `output_stride` (timm's `create_csp_stages`:
+        a stage that would stride past it strides by 1 and multiplies the dilation; its
+        downsampling convolution's `first_dilation = 1 if dilation in (1, 2) else 2`, which is
+        the stage before's dilation wherever 8, 16 and 32 reach: at most 4)."""
+        strides = self.stage_strides()
+        if self.output_stride is None:
+            return [dilation_rule.StageStride(s, 1, 1) for s in strides]
+        if self.output_stride not in (8, 16, 32):  # timm's assert (DarkNet's stages reach 2, 4)
+            raise ValueError(
+                f"output_stride={self.output_stride!r}: {type(self).__name__} takes 8, 16 or 32 "
+                "(timm's; 32 without dilation); pick one of them"
+            )
+        return dilation_rule.stage_strides(
+            strides, self.output_stride, self.stem_stride(), type(self).__name__
+        )
 
     @property
     def min_image_size(self) -> int:
         """Every window pads symmetrically and rounds up but the focus stem's 6x6/2 and the 2x2
-        average pools, which floor."""
+        average pools, which floor (a stage dilated in place of its stride keeps its map)."""
         k = self.stem_kernel_size
         windows = [(k, s, 2 * ((k - 1) // 2)) for s in self.stem_conv_strides()]
         windows += [(3, 2, 2)] if self.stem_pool else []
-        windows += [(2, s, 0) if self.avg_down else (3, s, 2) for s in self.stage_strides()]
+        strides = [s.stride for s in self.dilated_strides()]
+        windows += [(2, s, 0) if self.avg_down and s == 2 else (3, s, 2) for s in strides]
         return smallest_input(windows)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem's last convolution (before the pool), the stem, each
-        stage; the deepest map at each stride."""
-        stride = 1
-        for s in self.stem_conv_strides():
-            stride *= s
+        stage; the deepest map at each (published) stride; at `output_stride`, the deeper levels
+        at that stride."""
+        stride = math.prod(self.stem_conv_strides())
         levels = [("stem_conv", stride)] if self.stem_pool else []
         stride *= 2 if self.stem_pool else 1
         levels.append(("stem", stride))
         for i, s in enumerate(self.stage_strides()):
             stride *= s
             levels.append((f"stages_{i}", stride))
-        return deepest_per_stride(levels)
+        levels = deepest_per_stride(levels)
+        if self.output_stride is None:
+            return levels
+        return dilation_rule.capped_strides(levels, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -379,10 +437,10 @@ class CspNet(nn.Module):
             se_ratio=self.se_ratio,
             deterministic=not train,
         )
-        for i, (depth, strides) in enumerate(zip(self.depths, self.stage_strides(), strict=True)):
+        for i, (depth, s) in enumerate(zip(self.depths, self.dilated_strides(), strict=True)):
             x = self.stage(
                 per_stage["widths"][i],
-                strides,
+                s.stride,
                 *(per_stage[f][i] for f in ("groups", "block_ratio", "bottle_ratio")),
                 per_stage["expand_ratio"][i],
                 cross_linear=self.cross_linear,
@@ -392,6 +450,9 @@ class CspNet(nn.Module):
                 layer=layer,
                 drop_path_rates=tuple(next(rates) for _ in range(depth)),
                 remat=self.remat,
+                dilation=s.dilation,
+                first_dilation=s.first_dilation,
+                conv=conv,
                 name=f"stages_{i}",
             )(x)
             end_points[f"stages_{i}"] = x
@@ -405,6 +466,12 @@ class CspNet(nn.Module):
             name="fc",
             scope="head",
         )
+
+
+def _dilated(conv: ModuleDef | None, dilation: int) -> dict[str, Any]:
+    """A 3x3 `layer`'s keywords for `dilation`: its convolution `conv` dilated (symmetric
+    padding then pads `dilation`, as timm's); none at 1."""
+    return {} if dilation == 1 else {"conv": partial(conv, kernel_dilation=dilation)}
 
 
 class Stem(nn.Module):

@@ -31,7 +31,8 @@ a final 1x1 convolution to `num_features` channels (twice the last stage's, 1.5 
 End points: `stem_conv3` (the stem's third convolution, stride 2: timm's stem feature), `stem`,
 `stage1`..`stage4`, `final_conv` (before its activation: timm's last feature), `pre_logits`,
 `logits`, `predictions`. Weight decay (`NetworkFn.regularization_loss`) covers the kernels,
-not the gains, the skip-init gains or the biases.
+not the gains, the skip-init gains or the biases. `output_stride` (8 or 16) dilates the stages
+past it as timm's (`NormFreeBlock`); the parameters are the same.
 """
 
 import dataclasses
@@ -57,6 +58,7 @@ from nets.layers import (
     make_divisible,
 )
 from nets.layers.conv import standardize
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.resnet import EfficientChannelAttention
 
@@ -94,6 +96,7 @@ def scaled_std_conv(
     epsilon: float,
     strides: int = 1,
     groups: int = 1,
+    dilation: int = 1,
     gain_init: float = 1.0,
     name: str,
 ) -> nn.Module:
@@ -104,6 +107,7 @@ def scaled_std_conv(
         (kernel_size, kernel_size),
         (strides, strides),
         padding=padding,
+        kernel_dilation=dilation,
         feature_group_count=groups,
         kernel_init=nn.initializers.variance_scaling(1.0, "fan_in", "normal"),
         kernel_transform=ScaledStandardization(gamma, epsilon, gain_init),
@@ -114,7 +118,12 @@ def scaled_std_conv(
 class NormFreeBlock(nn.Module):
     """timm's `NormFreeBlock` (not RegNet's): `alpha * gate(conv3(act(conv2b(act(conv2(act(
     conv1(act(x) * beta)))))))) + shortcut`, the shortcut a projection of `act(x) * beta` where
-    widths or strides change, the branch times `skipinit_gain` when `skipinit`."""
+    widths, strides or dilations change, the branch times `skipinit_gain` when `skipinit`.
+
+    Dilated (`NormFreeNet.output_stride`), `conv2` takes `first_dilation` (the stage before's,
+    in a stage's first block) and `conv2b` `dilation`; the first block's shortcut, no longer
+    strided, pools 2x2 at stride 1 as timm's `AvgPool2dSame`: one pixel of zeros after each
+    row and column, counted in the mean."""
 
     features: int
     mid_features: int
@@ -128,21 +137,26 @@ class NormFreeBlock(nn.Module):
     attn_gain: float = 2.0
     skipinit: bool = False
     drop_path_rate: float = 0.0
+    dilation: int = 1
+    first_dilation: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         out = self.act(x) * self.beta
         shortcut = x
-        if x.shape[-1] != self.features or self.strides != 1:
+        dilated = self.dilation != self.first_dilation
+        if x.shape[-1] != self.features or self.strides != 1 or dilated:
             pooled = out
             if self.strides != 1:  # 'SAME' of a 2x2/2 window is ceil mode: a last lone pixel
                 stride = (self.strides, self.strides)
                 pooled = avg_pool(out, (2, 2), stride, padding="SAME", count_include_pad=False)
+            elif self.dilation > 1:  # timm's AvgPool2dSame: zeros padded, then counted
+                pooled = avg_pool(out, (2, 2), (1, 1), padding="SAME", count_include_pad=True)
             shortcut = self.conv(self.features, 1, name="downsample")(pooled)
         grouped = partial(self.conv, self.mid_features, 3, groups=self.groups)
         y = self.conv(self.mid_features, 1, name="conv1")(out)
-        y = grouped(strides=self.strides, name="conv2")(self.act(y))
-        y = grouped(name="conv2b")(self.act(y))
+        y = grouped(strides=self.strides, dilation=self.first_dilation, name="conv2")(self.act(y))
+        y = grouped(dilation=self.dilation, name="conv2b")(self.act(y))
         # Without skip-init the branch starts at zero through the last convolution's gain.
         gain_init = 1.0 if self.skipinit else 0.0
         y = self.conv(self.features, 1, gain_init=gain_init, name="conv3")(self.act(y))
@@ -184,6 +198,24 @@ class NormFreeNet(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # timm's dilation for dense prediction: 8 or 16 keeps the deepest maps at that stride, the
+    # stages past it dilated (`NormFreeBlock`); None (or 32): the network as published.
+    output_stride: int | None = None
+
+    def __post_init__(self) -> None:
+        self.dilated_strides()  # a wrong output_stride raises here, not at the first trace
+        super().__post_init__()
+
+    def dilated_strides(self) -> list[StageStride]:
+        """Each stage's stride and dilations at `output_stride`: after the stride-4 stem, the
+        first stage keeps its maps, each next one halves them (timm's rule: a stage that would
+        stride past `output_stride` strides by 1 and multiplies the dilation; its first block's
+        `first_dilation = 1 if dilation in (1, 2) else 2`, the stage before's dilation wherever
+        8, 16 and 32 reach, which are the values `stage_strides` takes here)."""
+        strides = (1,) + (2,) * (len(self.depths) - 1)
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        return stage_strides(strides, self.output_stride, 4, type(self).__name__)
 
     @property
     def num_features(self) -> int:
@@ -192,9 +224,11 @@ class NormFreeNet(nn.Module):
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem's third convolution, the stages but the last, the
-        final convolution (in place of the last stage, which it follows)."""
+        final convolution (in place of the last stage, which it follows); at `output_stride`,
+        the deeper levels at that stride."""
         stages = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths) - 1)}
-        return {"stem_conv3": 2, **stages, "final_conv": 2 ** (len(self.depths) + 1)}
+        levels = {"stem_conv3": 2, **stages, "final_conv": 2 ** (len(self.depths) + 1)}
+        return levels if self.output_stride is None else capped_strides(levels, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -227,7 +261,8 @@ class NormFreeNet(nn.Module):
         rates = iter(linear_drop_path_rates(self.drop_path_rate, sum(self.depths)))
         block = checkpointed(NormFreeBlock, self.remat, takes_train=True)
         expected_var = 1.0
-        for i, (depth, width) in enumerate(zip(self.depths, self.channels, strict=True)):
+        stages = zip(self.depths, self.channels, self.dilated_strides(), strict=True)
+        for i, (depth, width, s) in enumerate(stages):
             mid = make_divisible(width * self.bottle_ratio, 8)
             groups = mid // self.group_size
             if not groups:
@@ -244,11 +279,13 @@ class NormFreeNet(nn.Module):
                     act,
                     self.alpha,
                     expected_var**-0.5,
-                    strides=2 if j == 0 and i > 0 else 1,
+                    strides=s.stride if j == 0 else 1,
                     attention=self._attention(width),
                     attn_gain=self.attn_gain,
                     skipinit=self.skipinit,
                     drop_path_rate=next(rates),
+                    dilation=s.dilation,
+                    first_dilation=s.first_dilation if j == 0 else s.dilation,
                     name=f"stages_{i}_{j}",
                 )(x, train)
                 expected_var = (1.0 if j == 0 else expected_var) + self.alpha**2

@@ -31,7 +31,12 @@ Separable Convolution", arXiv:1802.02611): `xception41`/`65`/`71` and timm's pre
 each separable convolution has BatchNorm after both halves, and its names are timm's
 (`stem_0`, `blocks_{i}/conv{j}/conv_dw`, `head/fc`). Its end points: `stem`, `block{i}`, each
 strided block's `block{i}_tap` (the third convolution's input, timm's feature tap), `act` (the
-pre-activated ones' last ReLU), `pre_logits`.
+pre-activated ones' last ReLU), `pre_logits`. `output_stride` (8 or 16) dilates it as timm's: a
+block that would stride past it strides by 1, its three depthwise convolutions at the dilation
+it starts with, the blocks after it at that times its stride; such a block keeps its shortcut
+only where its width changes (timm's rule: xception71's fifth loses its own at 8, so the
+published weights load at 8 in neither). timm's legacy Xception has no `output_stride`, nor has
+`Xception`.
 """
 
 from collections.abc import Callable
@@ -53,6 +58,7 @@ from nets.layers import (
     global_avg_pool,
     max_pool,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.padding import smallest_input
 
 
@@ -195,9 +201,10 @@ class AlignedBlock(NamedTuple):
 
 
 class AlignedSeparableConv(nn.Module):
-    """Depthwise 3x3 (`conv_dw`, stride `stride`, padding 1), then 1x1 (`conv_pw`); each with
-    BatchNorm (`bn_dw`, `bn_pw`) and `act` after it; or, `preact`, BatchNorm and ReLU before
-    (`norm`, where `first_act`) and neither between (timm's `PreSeparableConv2d`)."""
+    """Depthwise 3x3 (`conv_dw`, stride `stride`, dilation `dilation` and as much padding), then
+    1x1 (`conv_pw`); each with BatchNorm (`bn_dw`, `bn_pw`) and `act` after it; or, `preact`,
+    BatchNorm and ReLU before (`norm`, where `first_act`) and neither between (timm's
+    `PreSeparableConv2d`)."""
 
     features: int
     stride: int
@@ -206,14 +213,23 @@ class AlignedSeparableConv(nn.Module):
     preact: bool = False
     first_act: bool = True
     act: Callable | None = None
+    dilation: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = self.act or (lambda y: y)
         if self.preact and self.first_act:
             x = nn.relu(self.norm(name="norm")(x))
-        channels, strides = x.shape[-1], (self.stride, self.stride)
-        x = self.conv(channels, (3, 3), strides, 1, feature_group_count=channels, name="conv_dw")(x)
+        channels, strides, d = x.shape[-1], (self.stride, self.stride), self.dilation
+        x = self.conv(
+            channels,
+            (3, 3),
+            strides,
+            d,
+            kernel_dilation=d,
+            feature_group_count=channels,
+            name="conv_dw",
+        )(x)
         if not self.preact:
             x = act(self.norm(name="bn_dw")(x))
         x = self.conv(self.features, (1, 1), name="conv_pw")(x)
@@ -225,14 +241,16 @@ class AlignedModule(nn.Module):
     `conv1`..`conv3`, the last strided, each after a ReLU (`start_with_relu`) or with its own;
     plus the input, through a strided 1x1 `shortcut` (with BatchNorm but for `preact`) where the
     width or stride change. Pre-activated blocks start with BatchNorm and ReLU (`norm`), whose
-    output both the convolutions and the shortcut read.
+    output both the convolutions and the shortcut read. All three depthwise convolutions are
+    dilated by `dilation` (timm's: the block's own, whatever its stride).
 
     Returns the block's output and `tap`, the third convolution's input (timm's feature tap)."""
 
-    spec: AlignedBlock
+    spec: AlignedBlock  # its stride the one it takes (1 once the network is at `output_stride`)
     conv: ModuleDef
     norm: ModuleDef
     preact: bool
+    dilation: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -247,7 +265,15 @@ class AlignedModule(nn.Module):
             tap = y
             stride = spec.stride if j == 3 else 1
             y = AlignedSeparableConv(
-                width, stride, self.conv, self.norm, self.preact, j > 1, act, name=f"conv{j}"
+                width,
+                stride,
+                self.conv,
+                self.norm,
+                self.preact,
+                j > 1,
+                act,
+                self.dilation,
+                name=f"conv{j}",
             )(y)
         if not spec.skip:
             return y, tap
@@ -288,20 +314,38 @@ class XceptionAligned(nn.Module):
     dtype: Any = jnp.float32
     conv: ModuleDef = Conv
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # timm's dilation for dense prediction: 8 or 16 keeps the deepest maps at that stride (the
+    # module docstring); None (or 32): the network as published.
+    output_stride: int | None = None
+
+    def __post_init__(self) -> None:
+        self.block_strides()  # a wrong output_stride raises here, not at the first trace
+        super().__post_init__()
 
     @property
     def min_image_size(self) -> int:
         """Every strided layer is a 3x3 padded by one: 1 pixel is enough."""
         return 1
 
+    def block_strides(self) -> list[StageStride]:
+        """Each block's stride and dilation at `output_stride` (timm's rule: a block that would
+        stride past it strides by 1, all its convolutions at the dilation it starts with, and
+        multiplies the dilation of the blocks after it)."""
+        strides = [spec.stride for spec in self.blocks]
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        return _timm_stage_strides(strides, self.output_stride, 2, type(self).__name__)
+
     def feature_strides(self) -> dict[str, int]:
-        """timm's taps: each strided block's third convolution's input, the last block."""
+        """timm's taps: each strided block's third convolution's input, the last block (at
+        `output_stride`, the deeper ones at that stride)."""
         taps, stride = {}, 2
         for i, spec in enumerate(self.blocks):
             if spec.stride > 1:
                 taps[f"block{i}_tap"] = stride
                 stride *= spec.stride
-        return taps | {f"block{len(self.blocks) - 1}": stride}
+        taps |= {f"block{len(self.blocks) - 1}": stride}
+        return taps if self.output_stride is None else capped_strides(taps, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -318,14 +362,29 @@ class XceptionAligned(nn.Module):
 
         x = end_points["stem"] = checkpointed(stem, self.remat)(self, jnp.asarray(x, self.dtype))
         block = checkpointed(AlignedModule, self.remat)  # timm's `checkpoint_seq(self.blocks)`
-        for i, spec in enumerate(self.blocks):
-            x, tap = block(spec, conv, norm, self.preact, name=f"blocks_{i}")(x)
+        for i, (spec, s) in enumerate(zip(self.blocks, self.block_strides(), strict=True)):
+            # timm's first dilation: the stage before's, for all the block's convolutions
+            taken = spec._replace(stride=s.stride)
+            x, tap = block(taken, conv, norm, self.preact, s.first_dilation, name=f"blocks_{i}")(x)
             end_points[f"block{i}"] = x
             if spec.stride > 1:
                 end_points[f"block{i}_tap"] = tap
         if self.preact:
             x = end_points["act"] = nn.relu(x)
         return _classify(self, x, end_points, train, name="fc", scope="head")
+
+
+def _timm_stage_strides(
+    strides: list[int], output_stride: int, start: int, network: str
+) -> list[StageStride]:
+    """`stage_strides` for the values timm takes (its `assert output_stride in (8, 16, 32)`):
+    `stage_strides` would take the 4 of the first strided block too."""
+    if output_stride not in (8, 16, 32):
+        raise ValueError(
+            f"output_stride={output_stride!r}: {network} takes 8, 16 or 32 (timm's; 32 without "
+            "dilation); pick one of them"
+        )
+    return stage_strides(strides, output_stride, start, network)
 
 
 def aligned_blocks(entry: tuple[tuple[int, int], ...], middle: int) -> tuple[AlignedBlock, ...]:

@@ -1,17 +1,18 @@
 """load_pretrained for timm's NFNets: parity on fixtures timm produced (tools/fixtures_nfnet.py)
-under DeepMind's conventions and under timm's own, each convention shown to matter, timm's key
-layout, and the conventions set by the architecture."""
+under DeepMind's conventions and under timm's own, also dilated (`output_stride`), each
+convention shown to matter, timm's key layout, and the conventions set by the architecture."""
 
 import functools
 
 import jax
 import pytest
+from safetensors.numpy import load_file
 
 import nets_factory
 from nets import nfnet
 from nets.layers import avg_pool
 from nets_weights import architectures, published
-from tests.helpers import XLA_CONVS
+from tests.helpers import XLA_CONVS, output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
@@ -45,6 +46,21 @@ def test_logits_are_the_references(case):
     logits, end_points = jax.jit(network_fn.apply)(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) <= 1e-4
     assert end_points["final_conv"].shape == (2, 2, 2, 128 if case.startswith("dm") else 96)
+
+
+def test_output_strides_logits_are_timms():
+    # DeepMind's case at 16 (the last stage strides by 1: its first block's conv2 at dilation 1,
+    # conv2b and the next blocks' at 2, the shortcut pooled 2x2 at stride 1 as timm's
+    # `AvgPool2dSame`) and at 8 (the third stage too; the last at 4, its conv2 at 2), all under
+    # 'SAME' padding. Measured: 3.8e-7, 3.3e-7 (the pool not counting its zeros: 0.49, 0.41).
+    # Dilation matters: timm's logits at 32 (the case's, which the network gives) miss those at
+    # 16 and 8 by 77% and 56%.
+    case = "dm_nfnet_small"
+    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
+    for output_stride in (8, 16):
+        assert output_stride_error(PARITY[case], case, SMALL, output_stride) <= 1e-4
+        logits = dilated[f"logits_{output_stride}"]
+        assert relative_error(expected(case)["logits"], logits) > 0.05
 
 
 def test_each_convention_matters(monkeypatch):

@@ -1,5 +1,6 @@
-"""load_pretrained for timm's Xception: parity on a fixture timm produced
-(tools/fixtures_xception.py), and the conventions it depends on."""
+"""load_pretrained for timm's Xception: parity on fixtures timm produced
+(tools/fixtures_xception.py), also dilated (`output_stride`), and the conventions they depend
+on."""
 
 from functools import partial
 
@@ -11,6 +12,7 @@ from safetensors.numpy import load_file
 import nets_factory
 from nets import xception
 from nets.layers import max_pool
+from tests.helpers import output_stride_error
 from tests.test_pretrained import FIXTURES, expected, relative_error
 
 pytestmark = pytest.mark.slow  # parity: compiles a thinned reference network
@@ -116,3 +118,30 @@ def test_aligned_batch_norm_epsilon_matters():
     module = network_fn.module.clone(bn_epsilon=1e-3)
     logits, _ = jax.jit(partial(module.apply, train=False))(variables, reference["images"])
     assert relative_error(logits, reference["logits"]) > 1e-3
+
+
+# The dilated case's small timm network (tools/fixtures_xception.py's DILATED_BLOCKS): four
+# strided blocks, the last at stride 32, each widening (so keeping its shortcut unstrided); the
+# other cases' networks stop at 16.
+DILATED = {
+    "blocks": (
+        xception.AlignedBlock((16, 16, 16), 2),
+        xception.AlignedBlock((24, 24, 24), 2),
+        xception.AlignedBlock((32, 32, 32), 2),
+        xception.AlignedBlock((32, 40, 40), 2),
+        xception.AlignedBlock((48, 48, 56), skip=False, start_with_relu=False),
+    )
+}
+
+
+def test_output_strides_logits_are_timms():
+    # timm's at 16 (the exit block strides by 1, the last block dilated by 2) and at 8 (the third
+    # block too: the exit block dilated by 2, the last by 4). Measured: 7.0e-7, 3.8e-7.
+    # Dilation matters: timm's logits at 32 (the case's, which the network gives unchanged)
+    # miss those at 16 and 8 by 36% and 34%.
+    case = "xception_aligned_dilated"
+    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
+    for output_stride in (8, 16):
+        assert output_stride_error("xception65", case, DILATED, output_stride) <= 1e-4
+        logits = dilated[f"logits_{output_stride}"]
+        assert relative_error(expected(case)["logits"], logits) > 0.05

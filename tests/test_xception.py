@@ -1,4 +1,7 @@
-"""Xception: timm's parameter counts and MACs, the flows' shapes and a shorter middle flow."""
+"""Xception: timm's parameter counts and MACs, the flows' shapes and a shorter middle flow, the
+aligned ones' dilation (`output_stride`)."""
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -6,6 +9,7 @@ import pytest
 
 import nets_factory
 import nets_summary as summary
+from nets import xception
 
 # timm 1.0's counts at 1000 classes. legacy_xception: stem 3*3*3*32 + 2*32 + 3*3*32*64 + 2*64
 # = 19,424; a separable convolution from c to d is 9c + cd, its BatchNorm 2d; block 1 (64 ->
@@ -64,3 +68,37 @@ def test_flows_shapes_and_a_shorter_middle_flow():
     assert params["block6"]["sep2"]["pointwise"]["kernel"].shape == (1, 1, 24, 32)
     assert "skip" not in params["block4"] and "bias" not in params["conv3"]["conv1"]
     assert params["block2"]["sep1"]["conv1"]["kernel"].shape == (3, 3, 1, 16)  # depthwise
+
+
+def test_output_stride_8_gives_timms_pyramid():
+    # timm 1.0.31's `timm.create_model('xception41', output_stride=8).feature_info.reduction()`:
+    # [2, 4, 8, 8, 8]; the maps at 299 px, ceil(299 / stride) pixels (3x3s padded by 1). One
+    # trace: `feature_info`'s strides are `feature_strides()`'s, its channels from such a trace.
+    fn = nets_factory.get_network_fn("xception41", 10, output_stride=8)
+    strides = fn.module.feature_strides()
+    assert list(strides.values()) == [2, 4, 8, 8, 8]
+    images = jax.ShapeDtypeStruct((1, 299, 299, 3), jnp.float32)
+    init = partial(fn.module.init_with_output, train=False)
+    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
+    for name, stride in strides.items():
+        assert end_points[name].shape[1:3] == (-(-299 // stride),) * 2, name
+
+
+def test_output_stride_takes_timms_values():
+    with pytest.raises(ValueError, match="XceptionAligned takes 8, 16 or 32"):
+        nets_factory.get_network_fn("xception41", 10, output_stride=4)
+    with pytest.raises(TypeError, match="output_stride"):  # timm's legacy Xception has none
+        nets_factory.get_network_fn("legacy_xception", 10, output_stride=16)
+
+
+def test_a_block_stopped_without_widening_loses_its_shortcut():
+    # timm's rule (xception_aligned.py): a block keeps its shortcut where its width or its stride
+    # change; stopped at 8, xception71's fifth block (728 -> 728) has none, so its published
+    # weights (`blocks.4.shortcut.*`) load into neither timm's network at 8 nor this one.
+    # (Its entry flow without the middle one; the others keep theirs: the third strides, the
+    # exit block widens.)
+    blocks = xception.aligned_blocks(xception._ENTRY_71, 0)
+    fn = nets_factory.get_network_fn("xception71", 10, blocks=blocks, output_stride=8)
+    images = jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+    params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+    assert [i for i in range(len(blocks)) if "shortcut" in params[f"blocks_{i}"]] == [0, 1, 2, 3, 5]

@@ -1,12 +1,35 @@
-"""Parity fixtures of the CSPNet family (see tools/parity.py for how to run it)."""
+"""Parity fixtures of the CSPNet family (see tools/parity.py for how to run it; with the
+argument `output_stride`, only the dilated case and its logits at output strides 8 and 16)."""
 
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: it applies the shims)
+import sys
+
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.cspnet import CspModelCfg, CspNet, CspStagesCfg, CspStemCfg  # noqa: E402
 
 
-def small(stem: CspStemCfg, act: str = "leaky_relu", **stages) -> CspNet:
+def small(stem: CspStemCfg, act: str = "leaky_relu", output_stride: int = 32, **stages) -> CspNet:
     """timm's `CspNet` of three stages (`stages`: `CspStagesCfg`'s fields) and 10 classes."""
-    return CspNet(CspModelCfg(stem, CspStagesCfg(**stages), act_layer=act), num_classes=10)
+    cfg = CspModelCfg(stem, CspStagesCfg(**stages), act_layer=act)
+    return CspNet(cfg, num_classes=10, output_stride=output_stride)
+
+
+def cspresnet_dilated(output_stride: int = 32) -> CspNet:
+    """`cspresnet_se` with one block a stage and a fourth stage: at stride 32, so that output
+    strides 16 and 8 dilate one and two stages (timm's `first_dilation` 1, then 2 for the
+    second's downsampling)."""
+    return small(
+        CspStemCfg(out_chs=(4, 8), kernel_size=3, stride=4, pool="max"),
+        output_stride=output_stride,
+        depth=(1, 1, 1, 1),
+        out_chs=(16, 32, 32, 40),
+        stride=(1, 2, 2, 2),
+        groups=2,
+        expand_ratio=2.0,
+        bottle_ratio=0.5,
+        cross_linear=True,
+        attn_layer="se",
+        attn_kwargs={"rd_ratio": 0.25},
+    )
 
 
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
@@ -81,7 +104,10 @@ CASES = {
         ),
         35,
     ),
+    "cspresnet_dilated": ("cspresnet50d", cspresnet_dilated, 48),
 }
+# The cases written at `output_stride` 8 and 16 (the others stop at 16 or 8: none dilates at 16).
+OUTPUT_STRIDE = {"cspresnet_dilated": cspresnet_dilated}
 
 FULL_SIZE = [
     *("cspresnet50", "cspresnet50d", "cspresnet50w", "cspresnext50", "cspdarknet53"),
@@ -93,6 +119,11 @@ FULL_SIZE = [
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # the cases dilated (the others' files untouched)
+        for case, build in OUTPUT_STRIDE.items():
+            write_case(case, *CASES[case])
+            write_output_strides(case, build)
+        sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size)
     write_index("cspnet", FULL_SIZE)

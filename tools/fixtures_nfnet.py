@@ -9,10 +9,11 @@ otherwise than PyTorch, and the 2x2 average pools of the shortcuts see odd maps 
 ceil mode keeps a last lone pixel.
 """
 
+import sys
 from dataclasses import replace
 
 import torch
-from parity import timm, write_case, write_index  # noqa: F401  (timm first: the shims)
+from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.nfnet import NormFreeNet, _dm_nfnet_cfg, _nfnet_cfg  # noqa: E402
 
 SMALL = {"depths": (1, 2, 1, 1), "channels": (16, 32, 48, 64)}
@@ -27,24 +28,21 @@ ECA_L0 = {
 }
 
 
-def small(cfg) -> torch.nn.Module:
+def small(cfg, output_stride: int = 32) -> torch.nn.Module:
     """timm's network, its classifier ~N(0, 1 / fan_in) (timm's 0.01); `parity.perturb` draws
     the gains (the last convolution's starts at 0 without skip-init, DeepMind's skip-init gain
     at 0: the branches would vanish)."""
-    model = NormFreeNet(cfg, num_classes=10)
+    model = NormFreeNet(cfg, num_classes=10, output_stride=output_stride)
     with torch.no_grad():
         model.head.fc.weight.normal_(0.0, model.head.fc.in_features**-0.5)
     return model
 
 
+DM_SMALL = replace(_dm_nfnet_cfg(**SMALL), stem_chs=32, group_size=8)
 # name -> (architecture in config.json, the small timm network, image size); the tests hold the
 # matching `load_pretrained` keyword arguments.
 CASES = {
-    "dm_nfnet_small": (
-        "dm_nfnet_f0",
-        lambda: small(replace(_dm_nfnet_cfg(**SMALL), stem_chs=32, group_size=8)),
-        44,
-    ),
+    "dm_nfnet_small": ("dm_nfnet_f0", lambda: small(DM_SMALL), 44),
     "eca_nfnet_small": (
         "eca_nfnet_l0",
         lambda: small(replace(_nfnet_cfg(**SMALL, **ECA_L0), stem_chs=32)),
@@ -57,7 +55,15 @@ FULL_SIZE = [
     *("nfnet_l0", "eca_nfnet_l0", "eca_nfnet_l1", "eca_nfnet_l2"),
 ]
 
+# The cases written at `output_stride` 8 and 16: DeepMind's (dilated 'SAME' convolutions; the
+# shortcut's 2x2 pool of a stage that stops striding is timm's `AvgPool2dSame`).
+OUTPUT_STRIDE = {"dm_nfnet_small": lambda s: small(DM_SMALL, output_stride=s)}
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["output_stride"]:  # only `output_stride.safetensors` files written
+        for case, build in OUTPUT_STRIDE.items():
+            write_output_strides(case, build)
+        sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size, calibration_size=size)
     write_index("nfnet", FULL_SIZE)

@@ -26,6 +26,7 @@ from nets.layers import (
     classify,
     global_avg_pool,
 )
+from nets.layers.dilation import StageStride, capped_strides, stage_strides
 from nets.layers.padding import PaddingLike, pads, smallest_input
 
 # Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
@@ -59,6 +60,7 @@ class SeparableLayer(nn.Module):
     strides: int
     padding: PaddingLike  # of the depthwise convolution
     layer: ModuleDef
+    dilation: int = 1  # of the depthwise convolution (`MobileNetV1.output_stride`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -70,6 +72,7 @@ class SeparableLayer(nn.Module):
             strides=self.strides,
             padding=self.padding,
             groups=channels,
+            dilation=self.dilation,
             name=f"{name}_depthwise",
         )(x)
         return depthwise, self.layer(self.filters, 1, name=f"{name}_pointwise")(depthwise)
@@ -100,6 +103,22 @@ class MobileNetV1(nn.Module):
     # ones (a few thousand steps) need less, or evaluation sees mostly their initial values.
     bn_momentum: float = SLIM.momentum
     remat: bool | str = False  # stem, blocks recomputed in backward (nets.layers.remat.POLICIES)
+    # Slim's `output_stride` (8, 16 or 32; None: no dilation): past it, a stride-2 layer strides 1
+    # at the dilation so far and the layers after it dilate their depthwise convolutions by 2 more.
+    output_stride: int | None = None
+
+    def layer_strides(self) -> list[StageStride]:
+        """Each separable layer's stride and dilations (its depthwise convolution's is the
+        `first_dilation`): Slim's rule per layer, `stage_strides`'s for one-layer stages."""
+        strides = [strides for strides, _ in _SEPARABLE_LAYERS]
+        if self.output_stride is None:
+            return [StageStride(s, 1, 1) for s in strides]
+        if self.output_stride not in (8, 16, 32):
+            raise ValueError(
+                f"output_stride={self.output_stride!r}: Slim's MobileNet V1 takes 8, 16 or 32 "
+                "(32 without dilation)"
+            )
+        return stage_strides(strides, self.output_stride, 2)
 
     @property
     def min_image_size(self) -> int:
@@ -119,7 +138,9 @@ class MobileNetV1(nn.Module):
         """The deepest map at each stride (`nets.features`)."""
         names = [f"Conv2d_{i}_pointwise" for i in range(1, len(_SEPARABLE_LAYERS) + 1)]
         strides = [strides for strides, _ in _SEPARABLE_LAYERS]
-        return deepest_per_stride([("Conv2d_0", 2), *cumulative_strides(names, strides, 2)])
+        levels = deepest_per_stride([("Conv2d_0", 2), *cumulative_strides(names, strides, 2)])
+        self.layer_strides()  # a bad `output_stride`'s error, here too
+        return levels if self.output_stride is None else capped_strides(levels, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -132,10 +153,17 @@ class MobileNetV1(nn.Module):
         stem = checkpointed(layer, self.remat)  # the largest maps: one unit for remat
         x = stem(self.depth(32), 3, strides=2, name="Conv2d_0")(jnp.asarray(x, self.dtype))
         end_points = {"Conv2d_0": x, "stem": x}
-        for i, (strides, depth) in enumerate(_SEPARABLE_LAYERS, start=1):
-            padding = self.downsample_padding if strides == 2 else "SAME"
+        layers = zip(_SEPARABLE_LAYERS, self.layer_strides(), strict=True)
+        for i, ((_, depth), plan) in enumerate(layers, start=1):
+            padding = self.downsample_padding if plan.stride == 2 else "SAME"
             separable = checkpointed(SeparableLayer, self.remat)(
-                i, self.depth(depth), strides, padding, layer, name=f"Conv2d_{i}"
+                i,
+                self.depth(depth),
+                plan.stride,
+                padding,
+                layer,
+                plan.first_dilation,
+                name=f"Conv2d_{i}",
             )
             nn.share_scope(self, separable)  # its variables at Slim's paths (its docstring)
             end_points[f"Conv2d_{i}_depthwise"], x = separable(x)

@@ -314,28 +314,6 @@ def test_min_image_size_follows_the_stages():
     assert tiny(depths=(1, 1), widths=(8, 16)).min_image_size == 8
 
 
-def assert_pyramid_at_output_stride(name: str, output_stride: int, timm_strides: dict) -> None:
-    """`name` at `output_stride`: its `feature_info` strides are timm's `feature_info`
-    reductions (`timm_strides`, literals from timm 1.0.31), and its traced pyramid maps
-    (`jax.eval_shape`: nothing computed) have ceil(size / stride) pixels at the default size."""
-    fn = nets_factory.get_network_fn(name, 10, output_stride=output_stride, **XLA_CONVS)
-    assert {level.name: level.stride for level in fn.feature_info} == timm_strides
-    size = fn.default_image_size
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    init = functools.partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, {"params": jax.random.key(0)}, images)
-    for level, stride in timm_strides.items():
-        assert end_points[level].shape[1:3] == (-(-size // stride),) * 2, level
-
-
-@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
-def test_output_stride_pyramid_and_bad_values():
-    # timm.create_model('convnext_atto', output_stride=8).feature_info reductions: 4, 8, 8, 8.
-    strides = {"stage1": 4, "stage2": 8, "stage3": 8, "stage4": 8}
-    assert_pyramid_at_output_stride("convnext_atto", 8, strides)
-    fn = nets_factory.get_network_fn("convnext_atto", 10, output_stride=4)
-    message = r"^output_stride=4: ConvNeXt reaches strides 8, 16, 32 \(the last without dilation\)"
-    with pytest.raises(ValueError, match=message):
-        fn.module.feature_strides()
+def test_dilated_stages_keep_their_maps_so_smaller_images_do():
     # The dilated stages' 2x2 downsampling keeps the map: 16 px make four stride-4 pixels.
     assert nets_factory.get_network_fn("convnext_atto", 10, output_stride=16).min_image_size == 16

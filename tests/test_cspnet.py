@@ -2,8 +2,6 @@
 pyramids they give, dilated too (`output_stride`), the smallest images, and stochastic depth
 (their numerics: the parity fixtures, tests/test_pretrained_cspnet.py)."""
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -88,20 +86,6 @@ def test_the_stems_strides_give_timms_pyramids():
         **{f"stages_{i}": 2 ** (i + 1) for i in range(5)},
     }
     assert list(_module("cs3darknet_focus_s").feature_strides().values()) == [2, 4, 8, 16, 32]
-
-
-def test_output_stride_8_gives_timms_pyramid():
-    # timm 1.0.31's `timm.create_model('darknet17', output_stride=8).feature_info.reduction()`:
-    # [1, 2, 4, 8, 8, 8] (the stride-1 stem's map first); the maps at 256 px, 256 / stride.
-    # One trace: `feature_info`'s strides are `feature_strides()`'s, its channels from a trace.
-    fn = nets_factory.get_network_fn("darknet17", 10, output_stride=8)
-    strides = fn.module.feature_strides()
-    assert list(strides.values()) == [1, 2, 4, 8, 8, 8]
-    images = jax.ShapeDtypeStruct((1, 256, 256, 3), jnp.float32)
-    init = partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
-    for name, stride in strides.items():
-        assert end_points[name].shape[1:3] == (256 // stride,) * 2, name
 
 
 def test_output_stride_takes_timms_values():

@@ -11,7 +11,7 @@ import pytest
 
 import nets_factory
 from nets_factory import constructor_fields
-from tests.helpers import TIMM_FEATURE_INFO, numpy_variables
+from tests.helpers import TIMM_FEATURE_INFO, TIMM_OUTPUT_STRIDES, numpy_variables
 
 TINY_RESNET = {"stage_sizes": [1, 1, 1], "num_filters": 4}
 TINY_VIT = {"patch_size": 4, "embed_dim": 16, "depth": 2, "num_heads": 2, "img_size": 16}
@@ -34,13 +34,11 @@ def test_feature_info_is_timms_for_resnet50():
     assert fn.feature_info is info  # traced once
 
 
-@pytest.mark.parametrize(
-    ("output_stride", "timms"), [(8, [2, 4, 8, 8, 8]), (16, [2, 4, 8, 16, 16])]
-)
-def test_a_dilated_pyramid_stops_at_its_output_stride(output_stride, timms):
-    """timm's `feature_info.reduction()` for `resnet50` at `output_stride` 8 and 16 (timm 1.0.31,
-    `features_only=True`), and the maps the network makes (traced, not run)."""
-    fn = nets_factory.get_network_fn("resnet50", num_classes=0, output_stride=output_stride)
+def test_a_dilated_pyramid_stops_at_its_output_stride():
+    """`resnet50` at 8: timm's `feature_info.reduction()`, and the maps `features` makes (traced,
+    not run; the parity tests run dilated networks of every family)."""
+    fn = nets_factory.get_network_fn("resnet50", num_classes=0, output_stride=8)
+    timms = TIMM_OUTPUT_STRIDES["resnet50"]["8"]
     assert [f.stride for f in fn.feature_info] == timms
     images = jax.ShapeDtypeStruct((1, 224, 224, 3), jnp.float32)
     variables = jax.eval_shape(fn.init, jax.random.key(0), images)
@@ -62,6 +60,16 @@ def test_every_network_taking_an_output_stride_refuses_one_it_does_not_reach():
     for name in dilated:
         with pytest.raises(ValueError, match=f"^{name}: output_stride=12: .* (2|8), "):
             nets_factory.get_network_fn(name, 10, output_stride=12)
+
+
+@pytest.mark.parametrize("output_stride", [8, 16])
+def test_every_network_timm_dilates_takes_an_output_stride_with_timms_strides(output_stride):
+    """Every network of ours that timm dilates (tools/fixtures_feature_info.py's table: timm
+    1.0.31's `feature_info.reduction()` at 8 and 16), with the same pyramid strides; read from
+    `feature_strides()`, nothing traced (the parity tests run the dilated maps)."""
+    for name, timms in TIMM_OUTPUT_STRIDES.items():
+        fn = nets_factory.get_network_fn(name, 0, output_stride=output_stride)
+        assert list(fn.module.feature_strides().values()) == timms[str(output_stride)], name
 
 
 def test_features_are_the_pyramids_end_points():

@@ -11,7 +11,6 @@ import nets_summary as summary
 from nets import inception_next
 from nets.layers import Conv
 from tests.helpers import XLA_CONVS, numpy_variables
-from tests.test_convnext import assert_pyramid_at_output_stride
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
 # Tiny: stem 4*4*3*96 + 96 + BatchNorm 2*96 = 4,896; downsamplings BatchNorm 2c + 2*2*c*c' + c'
@@ -159,16 +158,3 @@ def test_gradient_reaches_every_parameter():
     grads = jax.jit(jax.grad(loss))(params)
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
         assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
-
-
-@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
-def test_output_stride_pyramid_and_bad_values():
-    # timm.create_model('inception_next_atto', output_stride=8).feature_info reductions: 4, 8,
-    # 8, 8. timm's MetaNeXt checks no value (4 dilates stages 2 to 4, 64 is 32); here the
-    # strides a stage reaches, the values ConvNeXt's assert allows.
-    strides = {"stage1": 4, "stage2": 8, "stage3": 8, "stage4": 8}
-    assert_pyramid_at_output_stride("inception_next_atto", 8, strides)
-    fn = nets_factory.get_network_fn("inception_next_atto", 10, output_stride=64)
-    message = r"^output_stride=64: InceptionNeXt reaches strides 8, 16, 32 \(the last without"
-    with pytest.raises(ValueError, match=message):
-        fn.module.feature_strides()

@@ -11,11 +11,11 @@ import pytest
 
 import nets_factory
 import nets_summary as summary
+from nets import mobilenet_v1
 from nets.layers import Conv, SqueezeExcite, make_divisible
 from nets.layers.dilation import StageStride
 from tests import variable_trees
 from tests.helpers import XLA_CONVS, numpy_variables, training_gradients
-from tests.test_efficientnet import assert_pyramid_at_output_stride
 
 # Exact counts at 1000 classes (all trainable parameters, BatchNorm scale and offset included).
 #   mobilenet_v1 (Keras' MobileNet has the same trainable count; the paper says 4.2M):
@@ -278,15 +278,23 @@ def test_mobilenet_v1_025_trains_gradient_reaches_every_parameter():
 
 
 def test_output_stride_dilates_past_it_as_timms_builder():
-    # timm 1.0.31: timm.create_model("mobilenetv3_large_100", features_only=True,
-    # output_stride=8).feature_info.reduction() is [2, 4, 8, 8, 8] (blocks 0, 1, 2, 4 and 6,
-    # the last our Conv_1). timm's classifier takes no output_stride; its features trunk does.
-    assert_pyramid_at_output_stride("mobilenet_v3_large", [2, 4, 8, 8, 8])
     # Per block (timm's builder): V2 at 16, its stride-2 block 13 (160 wide) stops striding and
     # keeps dilation 1; the blocks after it take 2.
     module = nets_factory.get_network_fn("mobilenet_v2", 10, output_stride=16).module
-    plan = module.block_plan()
-    assert plan[13:] == [StageStride(1, 2, 1)] + [StageStride(1, 2, 2)] * 3
-    message = r"^output_stride=2: MobileNet reaches strides 4, 8, 16, 32 \(the last without"
-    with pytest.raises(ValueError, match=message):
-        module.clone(output_stride=2).feature_strides()
+    assert module.block_plan()[13:] == [StageStride(1, 2, 1)] + [StageStride(1, 2, 2)] * 3
+
+
+@pytest.mark.parametrize("output_stride", [8, 16])
+def test_mobilenet_v1_dilates_as_slims(output_stride):
+    """Slim's `mobilenet_v1_base` loop, written out: once the stride so far is `output_stride`, a
+    layer strides 1 at the rate so far and multiplies the rate by its stride for those after."""
+    current, rate, slims = 2, 1, []  # after the stride-2 stem
+    for stride, _ in mobilenet_v1._SEPARABLE_LAYERS:
+        if current == output_stride:
+            slims.append((1, rate))
+            rate *= stride
+        else:
+            slims.append((stride, 1))
+            current *= stride
+    module = nets_factory.get_network_fn("mobilenet_v1", 10, output_stride=output_stride).module
+    assert [(p.stride, p.first_dilation) for p in module.layer_strides()] == slims

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
 
 import nets_factory
 import nets_summary as summary
@@ -25,8 +24,7 @@ from nets.mobilenet_v4 import (
     uir,
 )
 from nets_weights import architectures, published
-from tests.helpers import XLA_CONVS, output_stride_error
-from tests.test_efficientnet import assert_pyramid_at_output_stride
+from tests.helpers import XLA_CONVS, assert_dilated_parity
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 from tests.test_stochastic_depth import blocks_built
@@ -221,25 +219,11 @@ def test_logits_are_the_references(case):
 # Mobile MQA block's strided key and value convolutions and the UIB after, and the stride-32
 # stage 2 in its first UIB (both depthwise convolutions), then 4. timm's classifier takes no
 # output_stride: its blocks are those its features_only trunk builds at that stride.
-@pytest.mark.slow  # parity: compiles thinned reference networks
-@pytest.mark.parametrize("output_stride", [8, 16])
-def test_output_stride_is_timms(output_stride):
+def test_output_stride_is_timms():
+    """The hybrid's universal inverted residuals and its attention's strided key/value
+    convolutions dilated at 8, as timm's builder does."""
     case = "mobilenetv4_hybrid_large"
-    assert output_stride_error(case, case, {**PARITY[case], **XLA_CONVS}, output_stride) <= 1e-4
-    # Dilation matters: timm's logits at 32 (which the network at 32 gives on these weights:
-    # test_logits_are_the_references) are far from those at this stride.
-    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
-    assert relative_error(expected(case)["logits"], dilated[f"logits_{output_stride}"]) > 0.05
-
-
-def test_output_stride_pyramid_and_its_values():
-    # timm 1.0.31: timm.create_model("mobilenetv4_conv_small", features_only=True,
-    # output_stride=8).feature_info.reduction() is [2, 4, 8, 8, 8] (bn1, blocks 0, 1, 2, 4).
-    assert_pyramid_at_output_stride("mobilenetv4_conv_small", [2, 4, 8, 8, 8])
-    fn = nets_factory.get_network_fn("mobilenetv4_hybrid_medium", 10, output_stride=24)
-    message = r"^output_stride=24: MobileNetV4 reaches strides 4, 8, 16, 32 \(the last without"
-    with pytest.raises(ValueError, match=message):
-        fn.module.feature_strides()
+    assert_dilated_parity(case, case, {**PARITY[case], **XLA_CONVS})
 
 
 LAYOUT = {

@@ -2,17 +2,12 @@
 patches, and `output_stride`'s feature pyramid and maps at full size (its parity:
 tests/test_pretrained_mobilevit.py)."""
 
-from functools import partial
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import nets_factory
 import nets_summary as summary
 from nets import mobilevit
-from tests.helpers import XLA_CONVS
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`).
 # MobileViT-XXS: stem 3*3*3*16 + 2*16 = 464; inverted residuals 1x1 c->2c, 3x3 depthwise, 1x1
@@ -75,22 +70,3 @@ def test_v2_resize_aligns_the_corners():
     x = jnp.asarray([0.0, 1.0, 4.0]).reshape(1, 1, 3, 1)
     up = mobilevit.resize_align_corners(x, (1, 4))
     np.testing.assert_allclose(up[0, 0, :, 0], [0.0, 2 / 3, 2.0, 4.0], atol=1e-6)
-
-
-def test_output_stride_8_keeps_the_deep_maps_at_8_as_timms():
-    fn = nets_factory.get_network_fn("mobilevit_xxs", 10, output_stride=8, **XLA_CONVS)
-    # timm 1.0.31: `create_model("mobilevit_xxs", output_stride=8).feature_info.reduction()`
-    # (mobilevitv2_050's too).
-    assert [level.stride for level in fn.feature_info] == [2, 4, 8, 8, 8]
-    size = fn.default_image_size
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    init = partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
-    for level in fn.feature_info:
-        assert end_points[level.name].shape[1:3] == (-(-size // level.stride),) * 2  # 32 at 8
-
-
-def test_a_bad_output_stride_is_one_line_naming_the_values():
-    fn = nets_factory.get_network_fn("mobilevitv2_050", 10, output_stride=64)
-    with pytest.raises(ValueError, match=r"^output_stride=64: MobileViT takes 8, 16 or 32 \("):
-        fn.module.feature_strides()

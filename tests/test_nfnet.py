@@ -112,20 +112,6 @@ def test_feature_pyramid_is_timms():
     assert levels == [(2, 64), (4, 256), (8, 512), (16, 1536), (32, 2304)]
 
 
-def test_output_stride_8_gives_timms_pyramid():
-    # timm 1.0.31's `timm.create_model('dm_nfnet_f0', output_stride=8).feature_info.reduction()`:
-    # [2, 4, 8, 8, 8]; the maps at 192 px, 192 / stride ('SAME' padding: ceil).
-    # One trace: `feature_info`'s strides are `feature_strides()`'s, its channels from a trace.
-    fn = nets_factory.get_network_fn("dm_nfnet_f0", 10, output_stride=8)
-    strides = fn.module.feature_strides()
-    assert list(strides.values()) == [2, 4, 8, 8, 8]
-    images = jax.ShapeDtypeStruct((1, 192, 192, 3), jnp.float32)
-    init = partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
-    for name, stride in strides.items():
-        assert end_points[name].shape[1:3] == (192 // stride,) * 2, name
-
-
 def test_output_stride_takes_timms_values():
     with pytest.raises(ValueError, match="NormFreeNet reaches strides 8, 16, 32"):
         nets_factory.get_network_fn("eca_nfnet_l0", 10, output_stride=4)

@@ -5,12 +5,11 @@ gated edge blocks after the focus stem), CSPResNet's dilated (`output_stride`), 
 conventions they need."""
 
 import pytest
-from safetensors.numpy import load_file
 
 import nets_factory
 from nets.cspnet import EdgeBlock
-from tests.helpers import output_stride_error
-from tests.test_pretrained import FIXTURES, expected, parity_error, relative_error
+from tests.helpers import assert_dilated_parity
+from tests.test_pretrained import FIXTURES, expected, parity_error
 
 pytestmark = pytest.mark.slow  # parity: compiles thinned reference networks
 
@@ -87,18 +86,9 @@ def test_features_mode_gives_timms_feature_maps():
     ]
 
 
-def test_output_strides_logits_are_timms():
-    # The dilated case: `cspresnet_se`'s network with a fourth stage (stride 32; the other
-    # cases' stop at 16 or 8). At 16 the last stage strides by 1 (its downsampling convolution
-    # kept, at timm's `first_dilation` 1) and dilates its blocks by 2; at 8 the third too, the
-    # last's downsampling at 2 and blocks at 4. Measured: 2.5e-7, 1.6e-7. Dilation matters:
-    # timm's logits at 32 (the case's, which the network gives unchanged) miss those at 16 and 8
-    # by 13% and 26%.
-    case = "cspresnet_dilated"
+def test_output_stride_is_timms():
+    """`cspresnet_se`'s network with a fourth stage (stride 32; the other cases' stop at 16 or 8)
+    at 8: the third stage strides by 1 (its downsampling convolution kept, at timm's
+    `first_dilation` 1) and dilates its blocks by 2; the last's downsampling at 2, blocks at 4."""
     kwargs = {**PARITY["cspresnet_se"][1], "depths": (1,) * 4, "widths": (16, 32, 32, 40)}
-    kwargs["strides"] = (1, 2, 2, 2)
-    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
-    for output_stride in (8, 16):
-        assert output_stride_error("cspresnet50d", case, kwargs, output_stride) <= 1e-4
-        logits = dilated[f"logits_{output_stride}"]
-        assert relative_error(expected(case)["logits"], logits) > 0.05
+    assert_dilated_parity("cspresnet50d", "cspresnet_dilated", {**kwargs, "strides": (1, 2, 2, 2)})

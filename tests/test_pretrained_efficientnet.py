@@ -12,7 +12,7 @@ from safetensors.numpy import load_file
 
 import nets_factory
 from nets_weights import WeightFileError, architectures, convert
-from tests.helpers import XLA_CONVS, output_stride_error
+from tests.helpers import XLA_CONVS, assert_dilated_parity
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
@@ -72,15 +72,11 @@ def test_logits_are_the_references(case):
 # small V2's MBConv stages (16 and 32, a stride-1 stage between) dilate under TensorFlow's 'SAME'
 # padding; its fused stages, at strides 2-8, do not (test_efficientnet.py's fused block test
 # dilates one). The MobileNets' cases dilate the same blocks under PyTorch's symmetric padding.
-@pytest.mark.parametrize("output_stride", [8, 16])
-def test_output_stride_is_timms(output_stride):
+def test_output_stride_is_timms():
+    """timm's builder at 8, block by block: a block past the stride keeps the dilation before it,
+    the next ones take the new one ('SAME' padding, all XLA convolutions: less to compile)."""
     case = "efficientnetv2_tf"
-    kwargs = {**scale(case), **XLA_CONVS}  # all XLA convolutions (the dilated are): less compile
-    assert output_stride_error(PARITY[case], case, kwargs, output_stride) <= 1e-4
-    # Dilation matters: timm's logits at 32 (which the network at 32 gives on these weights:
-    # test_logits_are_the_references) are far from those at this stride.
-    dilated = load_file(FIXTURES / "parity" / case / "output_stride.safetensors")
-    assert relative_error(expected(case)["logits"], dilated[f"logits_{output_stride}"]) > 0.05
+    assert_dilated_parity(PARITY[case], case, {**scale(case), **XLA_CONVS})
 
 
 def test_the_architecture_sets_the_conventions():

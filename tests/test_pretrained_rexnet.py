@@ -5,11 +5,10 @@ import functools
 
 import jax
 import pytest
-from safetensors.numpy import load_file
 
 import nets_factory
 from nets_weights import architectures
-from tests.helpers import XLA_CONVS, output_stride_error
+from tests.helpers import XLA_CONVS, assert_dilated_parity
 from tests.test_pretrained import FIXTURES, expected, relative_error
 from tests.test_pretrained_mobilenet import assert_each_convention_matters
 
@@ -42,16 +41,10 @@ def test_logits_are_the_references(case):
     assert relative_error(logits(case), expected(case)["logits"]) <= 1e-4
 
 
-@pytest.mark.parametrize("output_stride", [8, 16])
-def test_output_stride_dilates_as_timms(output_stride):
-    """timm's `output_stride` on the `rexnet` fixture (tools/fixtures_rexnet.py), block by block:
-    a block past the stride keeps the map at the dilation before, the next ones dilate; its
-    logits at 32, which the network matches without dilation, miss these by far."""
-    kwargs = {**SMALL["rexnet"], **XLA_CONVS}
-    assert output_stride_error(PARITY["rexnet"], "rexnet", kwargs, output_stride) <= 1e-4
-    dilated = load_file(FIXTURES / "parity" / "rexnet" / "output_stride.safetensors")
-    reference = expected("rexnet")["logits"]
-    assert relative_error(reference, dilated[f"logits_{output_stride}"]) > 0.05
+def test_output_stride_is_timms():
+    """timm's rule on the `rexnet` fixture at 8, block by block: a block past the stride keeps the
+    map at the dilation before, the next ones dilate."""
+    assert_dilated_parity(PARITY["rexnet"], "rexnet", {**SMALL["rexnet"], **XLA_CONVS})
 
 
 def test_padding_and_epsilon_matter():

@@ -9,7 +9,6 @@ import nets_factory
 import nets_summary as summary
 from nets import regnet
 from tests.helpers import numpy_variables
-from tests.test_convnext import assert_pyramid_at_output_stride
 
 # torchvision's published counts and GFLOPS (multiply-adds, as ours) at 1000 classes; timm's
 # `regnetx_004`, `regnety_008` and `regnety_080` (pycls's widths) counted by timm.
@@ -121,15 +120,3 @@ def test_end_points_and_bfloat16_features():
         "s4": (1, 2, 2, 64),
         "pre_logits": (1, 64),
     }
-
-
-@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
-def test_output_stride_pyramid_and_bad_values():
-    # timm.create_model('regnetx_004', output_stride=8).feature_info reductions: 2, 4, 8, 8, 8.
-    strides = {"stem": 2, "s1": 4, "s2": 8, "s3": 8, "s4": 8}
-    assert_pyramid_at_output_stride("regnetx_004", 8, strides)
-    # timm asserts 8, 16 or 32: 4, which would dilate from the first stage on, is refused.
-    fn = nets_factory.get_network_fn("regnetx_004", 10, output_stride=4)
-    message = r"^output_stride=4: RegNet reaches strides 8, 16, 32 \(the last without dilation\)"
-    with pytest.raises(ValueError, match=message):
-        fn.module.feature_strides()

@@ -3,8 +3,6 @@ exactly those of the deploy network (shapes only; the fused function is checked 
 in tests/test_pretrained_repvgg.py), and a gradient through every branch; `output_stride`'s
 feature pyramid and maps at full size (its parity: tests/test_pretrained_repvgg.py)."""
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import pytest
@@ -12,7 +10,6 @@ import pytest
 import nets_factory
 import nets_summary as summary
 from nets import repvgg
-from tests.helpers import XLA_CONVS
 
 # timm 1.0's counts at 1000 classes (sum of `numel` of `timm.create_model(name).parameters()`),
 # training form. repvgg_a0: the stem (3 -> 48: 3x3 and 1x1 convolutions, 2 BatchNorms) 1,728 +
@@ -73,20 +70,3 @@ def test_reparameterize_gives_the_deploy_networks_variables(name):
     assert shapes(fused) == shapes(deploy)
     assert "batch_stats" not in deploy
     assert fused["params"]["stem"]["reparam_conv"]["bias"].dtype == jnp.float32
-
-
-def test_output_stride_8_keeps_the_deep_maps_at_8_as_timms():
-    fn = nets_factory.get_network_fn("repvgg_a0", 10, output_stride=8, **XLA_CONVS)
-    # timm 1.0.31: `create_model("repvgg_a0", output_stride=8).feature_info.reduction()`.
-    assert [level.stride for level in fn.feature_info] == [2, 4, 8, 8, 8]
-    size = fn.default_image_size
-    images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
-    init = partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
-    for level in fn.feature_info:
-        assert end_points[level.name].shape[1:3] == (-(-size // level.stride),) * 2  # 28 at 8
-
-
-def test_a_bad_output_stride_is_one_line_naming_the_values():
-    with pytest.raises(ValueError, match=r"^output_stride=4: RepVGG takes 8, 16 or 32 \("):
-        _variables("repvgg_b1g4", output_stride=4)  # SMALL at 32 px: fails at the first stage

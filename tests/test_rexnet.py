@@ -8,11 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import nets_factory
 import nets_summary as summary
 from nets import rexnet
 from tests.helpers import XLA_CONVS
-from tests.test_convnext import assert_pyramid_at_output_stride
 from tests.test_pretrained_rexnet import SMALL
 
 # timm's counts at 1000 classes (`sum(p.numel() for p in timm.create_model(name).parameters())`)
@@ -92,15 +90,3 @@ def test_end_points_and_squeeze_excite_of_the_fixtures_network():
     se = params["features_3"]["se"]
     assert sorted(se) == ["bn", "fc1", "fc2"] and se["fc1"]["kernel"].shape == (1, 1, 54, 4)
     assert "se" not in params["features_1"]
-
-
-@pytest.mark.slow  # traces a full-size network twice, abstractly (0.5-1.5 s)
-def test_output_stride_pyramid_and_bad_values():
-    # timm.create_model('rexnet_100', output_stride=8).feature_info reductions: 2, 4, 8, 8, 8.
-    strides = {"features_0": 2, "features_2": 4, "features_4": 8, "features_10": 8}
-    assert_pyramid_at_output_stride("rexnet_100", 8, {**strides, "features_15": 8})
-    # timm asserts 8, 16 or 32: 4, which would dilate from the second stage on, is refused.
-    fn = nets_factory.get_network_fn("rexnet_100", 10, output_stride=4)
-    message = r"^output_stride=4: ReXNet reaches strides 8, 16, 32 \(the last without dilation\)"
-    with pytest.raises(ValueError, match=message):
-        fn.module.feature_strides()

@@ -1,8 +1,6 @@
 """Xception: timm's parameter counts and MACs, the flows' shapes and a shorter middle flow, the
 aligned ones' dilation (`output_stride`)."""
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import pytest
@@ -68,20 +66,6 @@ def test_flows_shapes_and_a_shorter_middle_flow():
     assert params["block6"]["sep2"]["pointwise"]["kernel"].shape == (1, 1, 24, 32)
     assert "skip" not in params["block4"] and "bias" not in params["conv3"]["conv1"]
     assert params["block2"]["sep1"]["conv1"]["kernel"].shape == (3, 3, 1, 16)  # depthwise
-
-
-def test_output_stride_8_gives_timms_pyramid():
-    # timm 1.0.31's `timm.create_model('xception41', output_stride=8).feature_info.reduction()`:
-    # [2, 4, 8, 8, 8]; the maps at 299 px, ceil(299 / stride) pixels (3x3s padded by 1). One
-    # trace: `feature_info`'s strides are `feature_strides()`'s, its channels from such a trace.
-    fn = nets_factory.get_network_fn("xception41", 10, output_stride=8)
-    strides = fn.module.feature_strides()
-    assert list(strides.values()) == [2, 4, 8, 8, 8]
-    images = jax.ShapeDtypeStruct((1, 299, 299, 3), jnp.float32)
-    init = partial(fn.module.init_with_output, train=False)
-    (_, end_points), _ = jax.eval_shape(init, jax.random.key(0), images)
-    for name, stride in strides.items():
-        assert end_points[name].shape[1:3] == (-(-299 // stride),) * 2, name
 
 
 def test_output_stride_takes_timms_values():

@@ -2,6 +2,7 @@
 feature pyramids (`NetworkFn.feature_info`) are tested against.
 
     PYTHONPATH=../shared/tools /work/torchenv/bin/python tools/fixtures_feature_info.py
+    (... tools/fixtures_feature_info.py output_stride: timm's strides with dilation, below)
 
 Writes `tests/fixtures/feature_info_timm.json`: for each of our names, timm's name and its levels
 as `[stride, channels]` (timm's `reduction`, `num_chs`). Models are built without weights.
@@ -147,5 +148,44 @@ def main() -> None:
     print(f"wrote {len(table)} networks to {OUT}")
 
 
-if __name__ == "__main__":
+def dilated() -> None:
+    """timm's strides at `output_stride` 8 and 16 for each of those networks that timm dilates
+    (its pyramid's strides change; the others refuse the argument or ignore it), as
+    `tests/fixtures/output_stride_timm.json`: our name -> {"8": [...], "16": [...]}."""
+    import torch  # noqa: PLC0415
+
+    timm = import_timm()
+    table = {}
+    for ours, theirs in [*((n, n) for n in SAME_NAMES), *RENAMED.items()]:
+        strides = {}
+        for output_stride in (8, 16, 32):
+            # The classifier's `feature_info` (all levels, as `main`'s), else `features_only`'s
+            # where only that takes the argument (MobileNetV3's class: its features trunk does).
+            try:
+                with torch.device("meta"):
+                    model = timm.create_model(theirs, output_stride=output_stride)
+                levels = [d["reduction"] for d in model.feature_info]
+            except TypeError:
+                try:
+                    with torch.device("meta"):
+                        model = timm.create_model(
+                            theirs, features_only=True, output_stride=output_stride
+                        )
+                except (AssertionError, TypeError, ValueError):
+                    break
+                levels = model.feature_info.reduction()
+            except (AssertionError, ValueError):
+                break
+            strides[str(output_stride)] = levels
+        if strides and strides["8"] != strides["32"]:
+            table[ours] = {"8": strides["8"], "16": strides["16"]}
+            print(ours, table[ours])
+    out = OUT.with_name("output_stride_timm.json")
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"wrote {len(table)} networks to {out}")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["output_stride"]:
+    dilated()
+elif __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """Convolution, normalisation, activation: the layer every convolutional family repeats."""
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import flax.linen as nn
 import jax
@@ -31,11 +32,15 @@ class ConvNormAct(nn.Module):
     # Whether the convolution has a bias; None: only without a norm (timm's EfficientFormerV2
     # biases its convolutions before their BatchNorms too).
     conv_bias: bool | None = None
+    dilation: int = 1  # the kernel's (a backbone's `output_stride`, `nets.layers.dilation`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         """`[n, h, w, c] -> [n, h / strides, w / strides, features]` (SAME padding)."""
-        x = self.conv(
+        conv = (
+            self.conv if self.dilation == 1 else partial(self.conv, kernel_dilation=self.dilation)
+        )
+        x = conv(
             self.features,
             pair(self.kernel_size, "kernel_size"),
             pair(self.strides, "strides"),

@@ -68,16 +68,12 @@ class DarkBlock(nn.Module):
     bottle_ratio: float
     groups: int
     layer: ModuleDef  # `ConvNormAct` with the network's conv, norm, activation and padding
-    conv: ModuleDef  # the gate's convolutions; the 3x3's, dilated (`dilation` > 1)
+    conv: ModuleDef  # the gate's convolutions
     act: Callable
     se_ratio: float | None = None
     drop_path_rate: float = 0.0
     deterministic: bool = True
     dilation: int = 1  # of the 3x3 convolution (timm's `dilation`, the stage's)
-
-    def dilated(self) -> dict[str, Any]:
-        """The 3x3 `layer`'s keyword for the block's dilation."""
-        return _dilated(self.conv, self.dilation)
 
     def gate(self, x: jax.Array, name: str) -> jax.Array:
         """timm's `SEModule` where `se_ratio` is set: `round(channels * se_ratio)` to a multiple
@@ -105,7 +101,9 @@ class DarkBlock(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.gate(self.layer(self.width, 1, name="conv1")(x), "attn")
-        y = self.layer(self.features, 3, groups=self.groups, **self.dilated(), name="conv2")(y)
+        y = self.layer(self.features, 3, groups=self.groups, dilation=self.dilation, name="conv2")(
+            y
+        )
         return self.residual(y, x)
 
 
@@ -114,7 +112,7 @@ class EdgeBlock(DarkBlock):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = self.layer(self.width, 3, groups=self.groups, **self.dilated(), name="conv1")(x)
+        y = self.layer(self.width, 3, groups=self.groups, dilation=self.dilation, name="conv1")(x)
         y = self.layer(self.features, 1, name="conv2")(self.gate(y, "attn"))
         return self.residual(y, x)
 
@@ -126,7 +124,7 @@ class BottleneckBlock(DarkBlock):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = self.layer(self.width, 1, name="conv1")(x)
-        y = self.layer(self.width, 3, groups=self.groups, **self.dilated(), name="conv2")(y)
+        y = self.layer(self.width, 3, groups=self.groups, dilation=self.dilation, name="conv2")(y)
         y = self.layer(self.features, 1, act=None, name="conv3")(self.gate(y, "attn2"))
         return self.act(self.residual(y, x))
 
@@ -147,7 +145,6 @@ class Entry(nn.Module):
     linear: bool  # the expansion has no activation (CSPResNet's)
     layer: ModuleDef
     dilation: int = 1  # of `conv_down` (timm's `first_dilation`)
-    conv: ModuleDef | None = None  # `layer`'s convolution, to dilate
 
     def down(self, x: jax.Array) -> jax.Array:
         if self.avg_down:  # timm's Sequential: the pool (index 0), the 1x1 convolution
@@ -159,7 +156,7 @@ class Entry(nn.Module):
             3,
             strides=self.strides,
             groups=self.groups,
-            **_dilated(self.conv, self.dilation),
+            dilation=self.dilation,
             name="conv_down",
         )
         return layer(x)
@@ -216,7 +213,6 @@ class CspStage(nn.Module):
     remat: bool | str = False  # the entry and transition recomputed (`block` is already)
     dilation: int = 1
     first_dilation: int = 1
-    conv: ModuleDef | None = None  # `layer`'s convolution, to dilate (None: undilated)
 
     def unit(self, module: ModuleDef, *fields: Any, name: str) -> nn.Module:
         """`module(*fields)`, one unit of `remat`, its layers at the stage's paths."""
@@ -226,8 +222,8 @@ class CspStage(nn.Module):
 
     def entry(self, x: jax.Array, down_features: int | None, expansion: int | None) -> Any:
         fields = (self.strides, self.groups, self.avg_down, expansion, self.cross_linear)
-        dilated = (self.first_dilation, self.conv)
-        return self.unit(Entry, down_features, *fields, self.layer, *dilated, name="entry")(x)
+        fields += (self.layer, self.first_dilation)
+        return self.unit(Entry, down_features, *fields, name="entry")(x)
 
     def blocks(self, x: jax.Array) -> jax.Array:
         width = int(round(self.features * self.block_ratio))
@@ -452,7 +448,6 @@ class CspNet(nn.Module):
                 remat=self.remat,
                 dilation=s.dilation,
                 first_dilation=s.first_dilation,
-                conv=conv,
                 name=f"stages_{i}",
             )(x)
             end_points[f"stages_{i}"] = x
@@ -466,12 +461,6 @@ class CspNet(nn.Module):
             name="fc",
             scope="head",
         )
-
-
-def _dilated(conv: ModuleDef | None, dilation: int) -> dict[str, Any]:
-    """A 3x3 `layer`'s keywords for `dilation`: its convolution `conv` dilated (symmetric
-    padding then pads `dilation`, as timm's); none at 1."""
-    return {} if dilation == 1 else {"conv": partial(conv, kernel_dilation=dilation)}
 
 
 class Stem(nn.Module):

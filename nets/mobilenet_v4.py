@@ -78,9 +78,9 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import StageStride, capped_strides, dilated, stage_strides
 from nets.layers.drop_path import check_drop_path_rate
-from nets.layers.inverted_residual import add_residual, dilated
+from nets.layers.inverted_residual import add_residual
 from nets.layers.padding import PaddingLike
 
 

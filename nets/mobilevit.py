@@ -65,7 +65,7 @@ from nets.layers import (
     make_divisible,
 )
 from nets.layers.attention import Implementation
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import StageStride, capped_strides, dilated, stage_strides
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import PaddingLike, smallest_input
 from nets.vit import Block, Mlp
@@ -101,11 +101,6 @@ def fold(x: jax.Array, patch: int, size: tuple[int, int]) -> jax.Array:
     (h, w), c = size, x.shape[-1]
     x = x.reshape(-1, patch, patch, h // patch, w // patch, c).transpose(0, 3, 1, 4, 2, 5)
     return x.reshape(-1, h, w, c)
-
-
-def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:
-    """`conv` with its kernel dilated (every convolution it builds: a 1x1's is unchanged)."""
-    return conv if dilation == 1 else partial(conv, kernel_dilation=dilation)
 
 
 def resize(x: jax.Array, size: tuple[int, int]) -> jax.Array:

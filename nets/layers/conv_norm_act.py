@@ -1,12 +1,12 @@
 """Convolution, normalisation, activation: the layer every convolutional family repeats."""
 
 from collections.abc import Callable, Sequence
-from functools import partial
 
 import flax.linen as nn
 import jax
 
 from nets.layers.conv import ModuleDef
+from nets.layers.dilation import dilated
 from nets.layers.padding import PaddingLike, pair
 
 
@@ -37,9 +37,7 @@ class ConvNormAct(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         """`[n, h, w, c] -> [n, h / strides, w / strides, features]` (SAME padding)."""
-        conv = (
-            self.conv if self.dilation == 1 else partial(self.conv, kernel_dilation=self.dilation)
-        )
+        conv = dilated(self.conv, self.dilation)
         x = conv(
             self.features,
             pair(self.kernel_size, "kernel_size"),

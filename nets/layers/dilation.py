@@ -8,7 +8,10 @@ The parameters are the same, so weights trained at 32 load unchanged (timm's rul
 """
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
+
+from nets.layers.conv import ModuleDef
 
 
 class StageStride(NamedTuple):
@@ -57,3 +60,8 @@ def capped_strides(strides: Mapping[str, int], output_stride: int) -> dict[str, 
     once the network stops at `output_stride`: the deeper levels share it, as timm's
     `feature_info` reductions (8, 8, 8 for a ResNet's last three stages at 8)."""
     return {name: min(stride, output_stride) for name, stride in strides.items()}
+
+
+def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:
+    """`conv` (a convolution's constructor) with its kernel dilated by `dilation`; 1: itself."""
+    return conv if dilation == 1 else partial(conv, kernel_dilation=dilation)

@@ -118,7 +118,7 @@ class InvertedResidual(nn.Module):
         inputs, channels = x, x.shape[-1]
         inner = make_divisible(channels * self.expansion, 8)
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
-        kxk = partial(layer, conv=dilated(self.conv, self.dilation))
+        kxk = partial(layer, dilation=self.dilation)
         k, s = self.kernel_size, self.strides
         if inner > channels:
             if self.fused:
@@ -136,11 +136,6 @@ class InvertedResidual(nn.Module):
         if self.residual and s == 1 and channels == self.filters:
             x = add_residual(x, inputs, self.drop_path_rate, self.deterministic)
         return x
-
-
-def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:
-    """`conv` with its kernel dilated by `dilation` (`kernel_dilation`; 1: `conv` itself)."""
-    return conv if dilation == 1 else partial(conv, kernel_dilation=dilation)
 
 
 def ratio_squeeze_excite(conv, x, se_ratio: float, expansion: float, act) -> jax.Array:
@@ -194,7 +189,7 @@ class FusedMBConv(nn.Module):
         """`[n, h, w, c] -> [n, h / strides, w / strides, filters]`."""
         inputs, channels = x, x.shape[-1]
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
-        kxk = partial(layer, conv=dilated(self.conv, self.dilation))
+        kxk = partial(layer, dilation=self.dilation)
         k, s = self.kernel_size, self.strides
         if self.expansion == 1:
             if self.se_ratio:

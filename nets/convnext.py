@@ -162,16 +162,12 @@ class ConvNeXt(nn.Module):
         `first_dilation` (1 for a stage of dilation 2, else 2) is the stage before's dilation at
         every `output_stride` it takes (8, 16, 32)."""
         strides = [1] + [2] * (len(self.depths) - 1)
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        return stage_strides(strides, self.output_stride, 4, type(self).__name__)
+        return stage_strides(strides, self.output_stride, 4)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: each stage's output, from the stride-4 stem; the deep ones
         at `output_stride` under it."""
         strides = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths))}
-        if self.output_stride is None:
-            return strides
         self.stage_strides()  # refuses a stride the network does not reach
         return capped_strides(strides, self.output_stride)
 

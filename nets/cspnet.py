@@ -354,16 +354,11 @@ class CspNet(nn.Module):
         a stage that would stride past it strides by 1 and multiplies the dilation; its
         downsampling convolution's `first_dilation = 1 if dilation in (1, 2) else 2`, which is
         the stage before's dilation wherever 8, 16 and 32 reach: at most 4)."""
-        strides = self.stage_strides()
-        if self.output_stride is None:
-            return [dilation_rule.StageStride(s, 1, 1) for s in strides]
-        if self.output_stride not in (8, 16, 32):  # timm's assert (DarkNet's stages reach 2, 4)
-            raise ValueError(
-                f"output_stride={self.output_stride!r}: {type(self).__name__} takes 8, 16 or 32 "
-                "(timm's; 32 without dilation); pick one of them"
-            )
-        return dilation_rule.stage_strides(
-            strides, self.output_stride, self.stem_stride(), type(self).__name__
+        return dilation_rule.stage_strides(  # timm's values (DarkNet's stages reach 2, 4 too)
+            self.stage_strides(),
+            self.output_stride,
+            self.stem_stride(),
+            taken=dilation_rule.STANDARD_OUTPUT_STRIDES,
         )
 
     @property
@@ -388,10 +383,7 @@ class CspNet(nn.Module):
         for i, s in enumerate(self.stage_strides()):
             stride *= s
             levels.append((f"stages_{i}", stride))
-        levels = deepest_per_stride(levels)
-        if self.output_stride is None:
-            return levels
-        return dilation_rule.capped_strides(levels, self.output_stride)
+        return dilation_rule.capped_strides(deepest_per_stride(levels), self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -192,9 +192,7 @@ class MobileNet(nn.Module):
         block the dilation current when it is made and raises it after a block that stops
         striding, so that block keeps the dilation before it."""
         strides = [b.strides for b in self.blocks]
-        if self.output_stride is None:
-            return [StageStride(stride, 1, 1) for stride in strides]
-        return stage_strides(strides, self.output_stride, 2, type(self).__name__)
+        return stage_strides(strides, self.output_stride, 2)
 
     def depth(self, channels: int) -> int:
         """Slim's `depth_multiplier` op: `make_divisible(channels * multiplier, 8)`, at least 8."""
@@ -215,8 +213,6 @@ class MobileNet(nn.Module):
         if self.last_filters:
             levels.append((f"layer_{n + 2}", levels[-1][1]))
         strides = deepest_per_stride([("layer_1", 2), *levels])
-        if self.output_stride is None:
-            return strides
         self.block_plan()  # refuses an output_stride the network does not reach
         return capped_strides(strides, self.output_stride)
 

@@ -26,7 +26,12 @@ from nets.layers import (
     classify,
     global_avg_pool,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import (
+    STANDARD_OUTPUT_STRIDES,
+    StageStride,
+    capped_strides,
+    stage_strides,
+)
 from nets.layers.padding import PaddingLike, pads, smallest_input
 
 # Slim's _CONV_DEFS after the 32-filter stem: (stride, pointwise depth) of each separable layer.
@@ -111,14 +116,7 @@ class MobileNetV1(nn.Module):
         """Each separable layer's stride and dilations (its depthwise convolution's is the
         `first_dilation`): Slim's rule per layer, `stage_strides`'s for one-layer stages."""
         strides = [strides for strides, _ in _SEPARABLE_LAYERS]
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        if self.output_stride not in (8, 16, 32):
-            raise ValueError(
-                f"output_stride={self.output_stride!r}: Slim's MobileNet V1 takes 8, 16 or 32 "
-                "(32 without dilation)"
-            )
-        return stage_strides(strides, self.output_stride, 2)
+        return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     @property
     def min_image_size(self) -> int:
@@ -140,7 +138,7 @@ class MobileNetV1(nn.Module):
         strides = [strides for strides, _ in _SEPARABLE_LAYERS]
         levels = deepest_per_stride([("Conv2d_0", 2), *cumulative_strides(names, strides, 2)])
         self.layer_strides()  # a bad `output_stride`'s error, here too
-        return levels if self.output_stride is None else capped_strides(levels, self.output_stride)
+        return capped_strides(levels, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -415,9 +415,7 @@ class MobileNetV4(nn.Module):
         `EfficientNetBuilder` gives each block the dilation current when it is made, and raises
         it after), the stage's other blocks take the new one."""
         strides = [stage[0].strides for stage in self.stages]
-        if self.output_stride is None:
-            return [StageStride(stride, 1, 1) for stride in strides]
-        return stage_strides(strides, self.output_stride, 2, type(self).__name__)
+        return stage_strides(strides, self.output_stride, 2)
 
     def stem_width(self) -> int:
         """The stem's channels: scaled at multipliers of 1 and more, else kept (`fix_stem`)."""
@@ -429,8 +427,6 @@ class MobileNetV4(nn.Module):
         names = [f"blocks_{s}" for s in range(len(self.stages))]
         levels = cumulative_strides(names, [stage[0].strides for stage in self.stages], 2)
         strides = deepest_per_stride([("stem", 2), *levels])
-        if self.output_stride is None:
-            return strides
         self.stage_plan()  # refuses an output_stride the network does not reach
         return capped_strides(strides, self.output_stride)
 

@@ -65,15 +65,18 @@ from nets.layers import (
     make_divisible,
 )
 from nets.layers.attention import Implementation
-from nets.layers.dilation import StageStride, capped_strides, dilated, stage_strides
+from nets.layers.dilation import (
+    STANDARD_OUTPUT_STRIDES,
+    StageStride,
+    capped_strides,
+    dilated,
+    stage_strides,
+)
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
 from nets.layers.padding import PaddingLike, smallest_input
 from nets.vit import Block, Mlp
 
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, timm's transformer_norm_layer
-# timm's ByobNet takes these ("one of (8, 16, 32)"); at 4 its rule for a stage's first dilation
-# (`1 if dilation in (1, 2) else 2`) would part from the stage before's, which it is at these.
-OUTPUT_STRIDES = (8, 16, 32)
 
 
 class Stage(NamedTuple):
@@ -292,14 +295,7 @@ class MobileViT(nn.Module):
         """Each stage's stride and dilations at `output_stride` (timm's `create_byob_stages`:
         the stride-2 stem, then the stages' own strides)."""
         strides = [stage.strides for stage in self.stages]
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        if self.output_stride not in OUTPUT_STRIDES:
-            raise ValueError(
-                f"output_stride={self.output_stride!r}: MobileViT takes 8, 16 or 32 (timm's "
-                "ByobNet; 32 without dilation)"
-            )
-        return stage_strides(strides, self.output_stride, 2, "MobileViT")
+        return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stages' outputs, the last one's after `final_conv` where
@@ -311,9 +307,7 @@ class MobileViT(nn.Module):
         if self.num_features:
             strides["final_conv"] = strides.pop(f"stage{len(self.stages)}")
         self.stage_strides()  # a bad output_stride's error here too
-        return (
-            strides if self.output_stride is None else capped_strides(strides, self.output_stride)
-        )
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):

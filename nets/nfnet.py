@@ -213,9 +213,7 @@ class NormFreeNet(nn.Module):
         `first_dilation = 1 if dilation in (1, 2) else 2`, the stage before's dilation wherever
         8, 16 and 32 reach, which are the values `stage_strides` takes here)."""
         strides = (1,) + (2,) * (len(self.depths) - 1)
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        return stage_strides(strides, self.output_stride, 4, type(self).__name__)
+        return stage_strides(strides, self.output_stride, 4)
 
     @property
     def num_features(self) -> int:
@@ -228,7 +226,7 @@ class NormFreeNet(nn.Module):
         the deeper levels at that stride."""
         stages = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths) - 1)}
         levels = {"stem_conv3": 2, **stages, "final_conv": 2 ** (len(self.depths) + 1)}
-        return levels if self.output_stride is None else capped_strides(levels, self.output_stride)
+        return capped_strides(levels, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):

@@ -52,7 +52,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import STANDARD_OUTPUT_STRIDES, StageStride, capped_strides, stage_strides
 
 WIDTH_ROUNDINGS = ("divisible", "nearest")
 
@@ -220,18 +220,13 @@ class RegNet(nn.Module):
         so the first stage always strides: the rule runs from the second, at stride 4; its
         `first_dilation` (1 for a stage of dilation 2, else 2) is the stage before's dilation
         at those strides."""
-        n = len(self.stages)
-        if self.output_stride is None:
-            return [StageStride(2, 1, 1)] * n
-        rest = stage_strides([2] * (n - 1), self.output_stride, 4, type(self).__name__)
-        return [StageStride(2, 1, 1), *rest]
+        strides = [2] * len(self.stages)
+        return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stride-2 stem and each stage's output; the deep ones at
         `output_stride` under it."""
         strides = {"stem": 2, **{f"s{i + 1}": 2 ** (i + 2) for i in range(len(self.stages))}}
-        if self.output_stride is None:
-            return strides
         self.stage_strides()  # refuses a stride the network does not reach
         return capped_strides(strides, self.output_stride)
 

@@ -47,13 +47,10 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import STANDARD_OUTPUT_STRIDES, StageStride, capped_strides, stage_strides
 from nets.layers.reparam import branches, fuse_branches
 
 BASE_WIDTHS = (64, 128, 256, 512)
-# timm's ByobNet takes these ("one of (8, 16, 32)"); at 4 its rule for a stage's first dilation
-# (`1 if dilation in (1, 2) else 2`) would part from the stage before's, which it is at these.
-OUTPUT_STRIDES = (8, 16, 32)
 
 
 class RepVggBlock(nn.Module):
@@ -155,23 +152,14 @@ class RepVGG(nn.Module):
         """Each stage's stride and dilations at `output_stride` (timm's `create_byob_stages`:
         the stride-2 stem, every stage opened by a stride-2 block)."""
         strides = (2,) * len(self.depths)
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        if self.output_stride not in OUTPUT_STRIDES:
-            raise ValueError(
-                f"output_stride={self.output_stride!r}: RepVGG takes 8, 16 or 32 (timm's "
-                "ByobNet; 32 without dilation)"
-            )
-        return stage_strides(strides, self.output_stride, 2, "RepVGG")
+        return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stride-2 stem and each stage's output (capped at
         `output_stride`)."""
         strides = {"stem": 2, **{f"stages_{i}": 2 ** (i + 2) for i in range(len(self.depths))}}
         self.stage_strides()  # a bad output_stride's error here too
-        return (
-            strides if self.output_stride is None else capped_strides(strides, self.output_stride)
-        )
+        return capped_strides(strides, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):

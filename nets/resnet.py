@@ -390,8 +390,6 @@ class Stem(nn.Module):
 def resnet_stages(network: "ResNet") -> list[StageStride]:
     """Each stage's stride and dilations (`output_stride`); the first stage strides 1."""
     strides = [1] + [2] * (len(network.stage_sizes) - 1)
-    if network.output_stride is None:
-        return [StageStride(s, 1, 1) for s in strides]
     start = network.stem_strides * (2 if network.stem_pool else 1)
     return stage_strides(strides, network.output_stride, start)
 
@@ -460,8 +458,6 @@ class ResNet(nn.Module):
         stem = self.stem_strides * (2 if self.stem_pool else 1)
         stages = [(f"block{i + 1}", stem * 2**i) for i in range(len(self.stage_sizes))]
         strides = deepest_per_stride([("conv_init", self.stem_strides), *stages])
-        if self.output_stride is None:
-            return strides
         resnet_stages(self)  # a bad value's error, here too
         return capped_strides(strides, self.output_stride)
 

@@ -52,7 +52,7 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import STANDARD_OUTPUT_STRIDES, StageStride, capped_strides, stage_strides
 from nets.layers.drop_path import linear_drop_path_rates
 
 
@@ -169,13 +169,7 @@ class ReXNet(nn.Module):
         first block's depthwise convolution at the dilation before. timm takes 8, 16 and 32
         only (it asserts them), so the stages up to the first strided one always stride: the
         rule runs from the stage after, at stride 4 (timm's strides, the stem's 2 times 2)."""
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in self.strides]
-        first = next(i for i, s in enumerate(self.strides) if s > 1) + 1
-        start = 2 * math.prod(self.strides[:first])
-        head = [StageStride(s, 1, 1) for s in self.strides[:first]]
-        rest = stage_strides(self.strides[first:], self.output_stride, start, type(self).__name__)
-        return head + rest
+        return stage_strides(self.strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def dilated_blocks(self) -> tuple[BlockDef, ...]:
         """`blocks()` under `output_stride`: each stage's first block at its stride, its
@@ -205,8 +199,6 @@ class ReXNet(nn.Module):
             levels.append((f"features_{i}", stride))
         ends = {f"features_{i}" for i in self.stage_ends()} | {"stem"}
         strides = deepest_per_stride(level for level in levels if level[0] in ends)
-        if self.output_stride is None:
-            return strides
         self.stage_strides()  # refuses a stride the network does not reach
         return capped_strides(strides, self.output_stride)
 

@@ -58,7 +58,7 @@ from nets.layers import (
     global_avg_pool,
     max_pool,
 )
-from nets.layers.dilation import StageStride, capped_strides, stage_strides
+from nets.layers.dilation import STANDARD_OUTPUT_STRIDES, StageStride, capped_strides, stage_strides
 from nets.layers.padding import smallest_input
 
 
@@ -332,9 +332,7 @@ class XceptionAligned(nn.Module):
         stride past it strides by 1, all its convolutions at the dilation it starts with, and
         multiplies the dilation of the blocks after it)."""
         strides = [spec.stride for spec in self.blocks]
-        if self.output_stride is None:
-            return [StageStride(s, 1, 1) for s in strides]
-        return _timm_stage_strides(strides, self.output_stride, 2, type(self).__name__)
+        return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def feature_strides(self) -> dict[str, int]:
         """timm's taps: each strided block's third convolution's input, the last block (at
@@ -345,7 +343,7 @@ class XceptionAligned(nn.Module):
                 taps[f"block{i}_tap"] = stride
                 stride *= spec.stride
         taps |= {f"block{len(self.blocks) - 1}": stride}
-        return taps if self.output_stride is None else capped_strides(taps, self.output_stride)
+        return capped_strides(taps, self.output_stride)
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -372,19 +370,6 @@ class XceptionAligned(nn.Module):
         if self.preact:
             x = end_points["act"] = nn.relu(x)
         return _classify(self, x, end_points, train, name="fc", scope="head")
-
-
-def _timm_stage_strides(
-    strides: list[int], output_stride: int, start: int, network: str
-) -> list[StageStride]:
-    """`stage_strides` for the values timm takes (its `assert output_stride in (8, 16, 32)`):
-    `stage_strides` would take the 4 of the first strided block too."""
-    if output_stride not in (8, 16, 32):
-        raise ValueError(
-            f"output_stride={output_stride!r}: {network} takes 8, 16 or 32 (timm's; 32 without "
-            "dilation); pick one of them"
-        )
-    return stage_strides(strides, output_stride, start, network)
 
 
 def aligned_blocks(entry: tuple[tuple[int, int], ...], middle: int) -> tuple[AlignedBlock, ...]:

@@ -88,12 +88,6 @@ def test_the_stems_strides_give_timms_pyramids():
     assert list(_module("cs3darknet_focus_s").feature_strides().values()) == [2, 4, 8, 16, 32]
 
 
-def test_output_stride_takes_timms_values():
-    # timm's 8, 16, 32: DarkNet's stages also reach 2 and 4, which timm refuses.
-    with pytest.raises(ValueError, match="CspNet takes 8, 16 or 32"):
-        nets_factory.get_network_fn("darknet53", 10, output_stride=4)
-
-
 def test_the_smallest_images():
     # Symmetric padding rounds every strided window up, but the focus stem's 6x6/2 (padding 2)
     # and DarkNet-AA's 2x2 average pools, which floor: 2 pixels, and 2**5.

@@ -110,8 +110,3 @@ def test_feature_pyramid_is_timms():
     shapes = variable_trees.end_points("eca_nfnet_l0")
     levels = [(stride, shapes[name][-1]) for name, stride in strides.items()]
     assert levels == [(2, 64), (4, 256), (8, 512), (16, 1536), (32, 2304)]
-
-
-def test_output_stride_takes_timms_values():
-    with pytest.raises(ValueError, match="NormFreeNet reaches strides 8, 16, 32"):
-        nets_factory.get_network_fn("eca_nfnet_l0", 10, output_stride=4)

@@ -68,10 +68,8 @@ def test_flows_shapes_and_a_shorter_middle_flow():
     assert params["block2"]["sep1"]["conv1"]["kernel"].shape == (3, 3, 1, 16)  # depthwise
 
 
-def test_output_stride_takes_timms_values():
-    with pytest.raises(ValueError, match="XceptionAligned takes 8, 16 or 32"):
-        nets_factory.get_network_fn("xception41", 10, output_stride=4)
-    with pytest.raises(TypeError, match="output_stride"):  # timm's legacy Xception has none
+def test_the_legacy_xception_takes_no_output_stride():
+    with pytest.raises(TypeError, match="output_stride"):  # timm's has none
         nets_factory.get_network_fn("legacy_xception", 10, output_stride=16)
 
 

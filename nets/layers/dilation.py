@@ -22,17 +22,28 @@ class StageStride(NamedTuple):
     first_dilation: int  # of the first block's first dilated convolution: the stage before's
 
 
+# The values timm's networks assert (`output_stride in (8, 16, 32)`) and Slim's MobileNet checks.
+STANDARD_OUTPUT_STRIDES = (8, 16, 32)
+
+
 def stage_strides(
-    strides: Sequence[int], output_stride: int, start: int, network: str = "the network"
+    strides: Sequence[int],
+    output_stride: int | None,
+    start: int,
+    taken: Sequence[int] | None = None,
 ) -> list[StageStride]:
-    """Each stage's stride and dilations for `output_stride`; `strides` are the stages' own, and
-    `start` the stride of the stages' input (the stem's). The values taken are the strides the
-    network reaches after a strided stage, the stem's excepted (a ResNet's 8, 16 and 32)."""
-    valid = valid_output_strides(strides, start)
+    """Each stage's stride and dilations for `output_stride` (None: the stages as they are);
+    `strides` are the stages' own, and `start` the stride of the stages' input (the stem's). The
+    values taken are the strides the network reaches after a strided stage, the stem's excepted
+    (a ResNet's 8, 16 and 32), and of those only `taken` where the reference allows fewer
+    (`STANDARD_OUTPUT_STRIDES`)."""
+    if output_stride is None:
+        return [StageStride(stride, 1, 1) for stride in strides]
+    valid = [s for s in valid_output_strides(strides, start) if taken is None or s in taken]
     if output_stride not in valid:
         raise ValueError(
-            f"output_stride={output_stride!r}: {network} reaches strides "
-            f"{', '.join(map(str, valid))} (the last without dilation); pick one of them"
+            f"output_stride={output_stride!r}: expected one of {', '.join(map(str, valid))} "
+            "(the last: no dilation)"
         )
     out, reached, dilation = [], start, 1
     for stride in strides:
@@ -55,11 +66,11 @@ def valid_output_strides(strides: Sequence[int], start: int) -> list[int]:
     return valid
 
 
-def capped_strides(strides: Mapping[str, int], output_stride: int) -> dict[str, int]:
+def capped_strides(strides: Mapping[str, int], output_stride: int | None) -> dict[str, int]:
     """A feature pyramid's strides (`feature_strides()`, its levels chosen at the nominal strides)
-    once the network stops at `output_stride`: the deeper levels share it, as timm's
-    `feature_info` reductions (8, 8, 8 for a ResNet's last three stages at 8)."""
-    return {name: min(stride, output_stride) for name, stride in strides.items()}
+    once the network stops at `output_stride` (None: as they are): the deeper levels share it, as
+    timm's `feature_info` reductions (8, 8, 8 for a ResNet's last three stages at 8)."""
+    return {name: min(stride, output_stride or stride) for name, stride in strides.items()}
 
 
 def dilated(conv: ModuleDef, dilation: int) -> ModuleDef:

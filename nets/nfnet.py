@@ -210,8 +210,8 @@ class NormFreeNet(nn.Module):
         """Each stage's stride and dilations at `output_stride`: after the stride-4 stem, the
         first stage keeps its maps, each next one halves them (timm's rule: a stage that would
         stride past `output_stride` strides by 1 and multiplies the dilation; its first block's
-        `first_dilation = 1 if dilation in (1, 2) else 2`, the stage before's dilation wherever
-        8, 16 and 32 reach, which are the values `stage_strides` takes here)."""
+        `first_dilation = 1 if dilation in (1, 2) else 2`, the stage before's dilation at the 8,
+        16 and 32 it takes, which are the strides its stages reach after the stem's 4)."""
         strides = (1,) + (2,) * (len(self.depths) - 1)
         return stage_strides(strides, self.output_stride, 4)
 

@@ -216,10 +216,9 @@ class RegNet(nn.Module):
 
     def stage_strides(self) -> list[StageStride]:
         """Each stage's stride and dilations (`nets.layers.dilation`), timm's rule: each stage
-        halves the map until `output_stride`. timm takes 8, 16 and 32 only (it asserts them),
-        so the first stage always strides: the rule runs from the second, at stride 4; its
-        `first_dilation` (1 for a stage of dilation 2, else 2) is the stage before's dilation
-        at those strides."""
+        halves the map until `output_stride`, one of the 8, 16 and 32 timm asserts (its stages
+        reach 4 too); its `first_dilation` (1 for a stage of dilation 2, else 2) is the stage
+        before's dilation at those strides."""
         strides = [2] * len(self.stages)
         return stage_strides(strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 

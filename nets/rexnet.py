@@ -166,9 +166,8 @@ class ReXNet(nn.Module):
     def stage_strides(self) -> list[StageStride]:
         """Each stage's stride and dilations (`nets.layers.dilation`): timm's rule runs block by
         block (`curr_stride >= output_stride` at a block of stride 2), the same per stage, its
-        first block's depthwise convolution at the dilation before. timm takes 8, 16 and 32
-        only (it asserts them), so the stages up to the first strided one always stride: the
-        rule runs from the stage after, at stride 4 (timm's strides, the stem's 2 times 2)."""
+        first block's depthwise convolution at the dilation before; `output_stride` is one of
+        the 8, 16 and 32 timm asserts (its stages reach 4 too)."""
         return stage_strides(self.strides, self.output_stride, 2, taken=STANDARD_OUTPUT_STRIDES)
 
     def dilated_blocks(self) -> tuple[BlockDef, ...]:

@@ -3,6 +3,7 @@
 convolutions and SiLU; the wide ones' 7x7 stem), and the conventions they need."""
 
 import flax.linen as nn
+import jax
 import pytest
 
 import nets_factory
@@ -46,11 +47,12 @@ def test_features_mode_gives_timms_feature_maps():
     name, kwargs = PARITY["dpn_small_b"]
     folder = FIXTURES / "parity" / "dpn_small_b"
     network_fn, variables = nets_factory.load_pretrained(name, folder, num_classes=0, **kwargs)
-    maps = network_fn.features(variables, expected("dpn_small_b")["images"])
+    maps = jax.jit(network_fn.features)(variables, expected("dpn_small_b")["images"])
     assert "classifier" not in variables["params"]
     assert {f.name: (f.stride, f.channels) for f in network_fn.feature_info} == {
         "conv1_1": (2, 8),
         "conv2": (4, 88),
         "conv3": (8, 160),
     }
-    assert [m.shape for m in maps.values()] == [(2, 16, 16, 8), (2, 8, 8, 88), (2, 4, 4, 160)]
+    shapes = {"conv1_1": (2, 16, 16, 8), "conv2": (2, 8, 8, 88), "conv3": (2, 4, 4, 160)}
+    assert {name: m.shape for name, m in maps.items()} == shapes

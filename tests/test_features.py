@@ -4,6 +4,8 @@ Every network's levels are checked against its traced shapes, and against timm's
 `feature_info`, in tests/test_nets_factory.py's registry test; here, what users call.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -100,7 +102,8 @@ def test_features_are_the_pyramids_end_points():
 def test_features_in_training_return_the_updated_statistics():
     fn = nets_factory.get_network_fn("resnet20", 0, is_training=True, **TINY_RESNET)
     variables = real_variables(fn, 8)
-    maps, updates = fn.features(variables, jnp.ones((2, 8, 8, 3)), mutable=["batch_stats"])
+    features = jax.jit(functools.partial(fn.features, mutable=["batch_stats"]))
+    maps, updates = features(variables, jnp.ones((2, 8, 8, 3)))
     assert list(maps) == ["block1", "block2", "block3"] and "batch_stats" in updates
 
 

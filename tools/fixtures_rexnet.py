@@ -52,8 +52,6 @@ OUTPUT_STRIDES = {"rexnet": lambda s: small(0.75, 0.34, 1, s)}
 if __name__ == "__main__":
     if sys.argv[1:] == ["output_stride"]:  # only the dilated logits: the cases stay as written
         for case, build in OUTPUT_STRIDES.items():
-            for s in (8, 16):
-                print(case, s, [f["reduction"] for f in build(s).feature_info])
             write_output_strides(case, build)
         sys.exit()
     for case, (arch, build, size) in CASES.items():

@@ -174,5 +174,7 @@ def write_output_strides(
         model.eval()
         with torch.no_grad():
             out[f"logits_{output_stride}"] = model(images.permute(0, 3, 1, 2)).numpy()
+        # timm's pyramid strides, to see that the small network dilates at this stride
+        reductions = [level["reduction"] for level in getattr(model, "feature_info", [])]
+        print(f"{case} at output stride {output_stride}: feature_info reductions {reductions}")
     save_file(out, folder / "output_stride.safetensors")
-    print(f"{case}: output strides {output_strides}")

@@ -330,10 +330,6 @@ class CspNet(nn.Module):
     # stages past it dilated (`CspStage`); None (or 32): the network as published.
     output_stride: int | None = None
 
-    def __post_init__(self) -> None:
-        self.dilated_strides()  # a wrong output_stride raises here, not at the first trace
-        super().__post_init__()
-
     def stem_conv_strides(self) -> list[int]:
         """timm's rule: the first strided; at 4 without the pool, the last too."""
         last, s = len(self.stem_widths) - 1, self.stem_strides
@@ -383,6 +379,7 @@ class CspNet(nn.Module):
         for i, s in enumerate(self.stage_strides()):
             stride *= s
             levels.append((f"stages_{i}", stride))
+        self.dilated_strides()  # a bad `output_stride`'s error, here too
         return dilation_rule.capped_strides(deepest_per_stride(levels), self.output_stride)
 
     @nn.compact

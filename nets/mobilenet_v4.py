@@ -116,7 +116,7 @@ class UniversalInvertedResidual(nn.Module):
         if s > 1 and not (self.start_kernel or self.kernel_size):
             raise ValueError("a strided UniversalInvertedResidual needs a depthwise convolution")
         layer = partial(ConvNormAct, conv=self.conv, norm=self.norm, padding=self.padding)
-        depthwise = partial(layer, conv=dilated(self.conv, self.dilation))
+        depthwise = partial(layer, dilation=self.dilation)
         if self.start_kernel:
             stride = 1 if self.kernel_size else s
             x = depthwise(
@@ -457,7 +457,7 @@ class MobileNetV4(nn.Module):
                 filters = self.width(b.filters)
                 if b.kind == "conv":
                     x = checkpointed(layer, self.remat)(
-                        filters, b.kernel_size, strides=strides, conv=dilated(conv, dilation),
+                        filters, b.kernel_size, strides=strides, dilation=dilation,
                         name=name,
                     )(x)  # fmt: skip
                 elif b.kind == "fused":

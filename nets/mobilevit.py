@@ -69,7 +69,6 @@ from nets.layers.dilation import (
     STANDARD_OUTPUT_STRIDES,
     StageStride,
     capped_strides,
-    dilated,
     stage_strides,
 )
 from nets.layers.drop_path import check_drop_path_rate, linear_drop_path_rates
@@ -136,7 +135,7 @@ class MobileViTBlock(nn.Module):
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
         """`[n, h, w, c] -> [n, h, w, c]`."""
         shortcut, channels = x, x.shape[-1]
-        conv_kxk = self.layer(channels, 3, conv=dilated(self.conv, self.dilation), name="conv_kxk")
+        conv_kxk = self.layer(channels, 3, dilation=self.dilation, name="conv_kxk")
         x = conv_kxk(x)
         x = self.conv(self.transformer_dim, (1, 1), use_bias=False, name="conv_1x1")(x)
         p, size = self.patch_size, x.shape[1:3]
@@ -241,8 +240,7 @@ class MobileViTV2Block(nn.Module):
         b, channels, p = x.shape[0], x.shape[-1], self.patch_size
         size = tuple(-(-n // p) * p for n in x.shape[1:3])
         x = resize_align_corners(x, size)
-        conv = dilated(self.conv, self.dilation)
-        x = self.layer(channels, 3, conv=conv, groups=channels, name="conv_kxk")(x)
+        x = self.layer(channels, 3, groups=channels, dilation=self.dilation, name="conv_kxk")(x)
         x = self.conv(self.transformer_dim, (1, 1), use_bias=False, name="conv_1x1")(x)
         x = unfold(x, p).reshape(b, p * p, -1, self.transformer_dim)
         for i in range(self.transformer_depth):
@@ -329,10 +327,11 @@ class MobileViT(nn.Module):
                 x = checkpointed(InvertedResidual, self.remat)(
                     stage.channels,
                     stage.expansion,
-                    dilated(conv, first if j == 0 else dilation),
+                    conv,
                     norm,
                     self.act,
                     strides=stride if j == 0 else 1,
+                    dilation=first if j == 0 else dilation,
                     # timm's: no shortcut where the block's two dilations differ
                     residual=j > 0 or first == dilation,
                     padding=self.padding,

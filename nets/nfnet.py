@@ -202,10 +202,6 @@ class NormFreeNet(nn.Module):
     # stages past it dilated (`NormFreeBlock`); None (or 32): the network as published.
     output_stride: int | None = None
 
-    def __post_init__(self) -> None:
-        self.dilated_strides()  # a wrong output_stride raises here, not at the first trace
-        super().__post_init__()
-
     def dilated_strides(self) -> list[StageStride]:
         """Each stage's stride and dilations at `output_stride`: after the stride-4 stem, the
         first stage keeps its maps, each next one halves them (timm's rule: a stage that would
@@ -226,6 +222,7 @@ class NormFreeNet(nn.Module):
         the deeper levels at that stride."""
         stages = {f"stage{i + 1}": 4 * 2**i for i in range(len(self.depths) - 1)}
         levels = {"stem_conv3": 2, **stages, "final_conv": 2 ** (len(self.depths) + 1)}
+        self.dilated_strides()  # a bad `output_stride`'s error, here too
         return capped_strides(levels, self.output_stride)
 
     @nn.compact

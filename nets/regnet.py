@@ -127,7 +127,7 @@ class Bottleneck(nn.Module):
         y = layer(
             inner,
             3,
-            conv=partial(self.conv, kernel_dilation=self.dilation[0]),
+            dilation=self.dilation[0],
             act=self.act,
             strides=self.strides,
             groups=inner // self.group_width,

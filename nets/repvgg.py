@@ -47,7 +47,13 @@ from nets.layers import (
     global_avg_pool,
     make_divisible,
 )
-from nets.layers.dilation import STANDARD_OUTPUT_STRIDES, StageStride, capped_strides, stage_strides
+from nets.layers.dilation import (
+    STANDARD_OUTPUT_STRIDES,
+    StageStride,
+    capped_strides,
+    dilated,
+    stage_strides,
+)
 from nets.layers.reparam import branches, fuse_branches
 
 BASE_WIDTHS = (64, 128, 256, 512)
@@ -71,12 +77,11 @@ class RepVggBlock(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         first, stage = self.dilation
         # The 1x1 branch dilated too: a 1x1 kernel's dilation changes nothing.
-        conv = self.conv if first == 1 else partial(self.conv, kernel_dilation=first)
         y = branches(
             x,
             self.features,
             (("conv_kxk", 3), ("conv_1x1", 1)),
-            conv=conv,
+            conv=dilated(self.conv, first),
             norm=self.norm,
             strides=self.strides,
             groups=self.groups,

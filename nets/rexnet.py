@@ -89,8 +89,9 @@ class LinearBottleneck(nn.Module):
             inner = make_divisible(round(channels * b.expansion), self.divisor)
             x = layer(inner, 1, act=self.act, name="conv_exp")(x)
         inner = x.shape[-1]
-        dw_conv = partial(self.conv, kernel_dilation=b.dilation[0])
-        x = layer(inner, 3, conv=dw_conv, strides=b.strides, groups=inner, name="conv_dw")(x)
+        x = layer(
+            inner, 3, strides=b.strides, groups=inner, dilation=b.dilation[0], name="conv_dw"
+        )(x)
         if b.se_ratio:
             se = {
                 "squeeze_channels": make_divisible(int(inner * b.se_ratio), self.divisor),
@@ -148,10 +149,14 @@ class ReXNet(nn.Module):
         w = self.width_multiplier
         return make_divisible(round((base / w if w < 1 else base) * w), self.divisor)
 
+    def stage_depths(self) -> list[int]:
+        """Each stage's blocks: its repeats times `depth_multiplier`, rounded up (timm's)."""
+        return [math.ceil(r * self.depth_multiplier) for r in self.repeats]
+
     def blocks(self) -> tuple[BlockDef, ...]:
         """timm's `_block_cfg`: the blocks' widths grow by `final_filters / blocks` each."""
         w = self.width_multiplier
-        counts = [math.ceil(r * self.depth_multiplier) for r in self.repeats]
+        counts = self.stage_depths()
         total, base = sum(counts), self.initial_filters / w if w < 1 else self.initial_filters
         blocks = []
         for s, (count, stride) in enumerate(zip(counts, self.strides, strict=True)):
@@ -173,7 +178,7 @@ class ReXNet(nn.Module):
     def dilated_blocks(self) -> tuple[BlockDef, ...]:
         """`blocks()` under `output_stride`: each stage's first block at its stride, its
         depthwise convolution at the stage before's dilation, the others' at the stage's."""
-        counts = [math.ceil(r * self.depth_multiplier) for r in self.repeats]
+        counts = self.stage_depths()
         plan = [
             (st.stride, (st.first_dilation, st.dilation)) if j == 0 else (1, (st.dilation,) * 2)
             for count, st in zip(counts, self.stage_strides(), strict=True)
@@ -186,7 +191,7 @@ class ReXNet(nn.Module):
 
     def stage_ends(self) -> list[int]:
         """The index of each stage's last block."""
-        counts = [math.ceil(r * self.depth_multiplier) for r in self.repeats]
+        counts = self.stage_depths()
         return [sum(counts[: s + 1]) - 1 for s in range(len(counts))]
 
     def feature_strides(self) -> dict[str, int]:

@@ -318,10 +318,6 @@ class XceptionAligned(nn.Module):
     # module docstring); None (or 32): the network as published.
     output_stride: int | None = None
 
-    def __post_init__(self) -> None:
-        self.block_strides()  # a wrong output_stride raises here, not at the first trace
-        super().__post_init__()
-
     @property
     def min_image_size(self) -> int:
         """Every strided layer is a 3x3 padded by one: 1 pixel is enough."""
@@ -343,6 +339,7 @@ class XceptionAligned(nn.Module):
                 taps[f"block{i}_tap"] = stride
                 stride *= spec.stride
         taps |= {f"block{len(self.blocks) - 1}": stride}
+        self.block_strides()  # a bad `output_stride`'s error, here too
         return capped_strides(taps, self.output_stride)
 
     @nn.compact

@@ -13,22 +13,29 @@ def small(stem: CspStemCfg, act: str = "leaky_relu", output_stride: int = 32, **
     return CspNet(cfg, num_classes=10, output_stride=output_stride)
 
 
+# cs3sedarknet_xdw's bottleneck, grouped and gated, in CSPResNet-50d's cross stages (linear
+# expansion) after its deep stem at stride 4 with a max pool.
+_CSPRESNET_SE = {
+    "stem": CspStemCfg(out_chs=(4, 8), kernel_size=3, stride=4, pool="max"),
+    "groups": 2,
+    "expand_ratio": 2.0,
+    "bottle_ratio": 0.5,
+    "cross_linear": True,
+    "attn_layer": "se",
+    "attn_kwargs": {"rd_ratio": 0.25},
+}
+
+
 def cspresnet_dilated(output_stride: int = 32) -> CspNet:
     """`cspresnet_se` with one block a stage and a fourth stage: at stride 32, so that output
     strides 16 and 8 dilate one and two stages (timm's `first_dilation` 1, then 2 for the
     second's downsampling)."""
     return small(
-        CspStemCfg(out_chs=(4, 8), kernel_size=3, stride=4, pool="max"),
+        **_CSPRESNET_SE,
         output_stride=output_stride,
         depth=(1, 1, 1, 1),
         out_chs=(16, 32, 32, 40),
         stride=(1, 2, 2, 2),
-        groups=2,
-        expand_ratio=2.0,
-        bottle_ratio=0.5,
-        cross_linear=True,
-        attn_layer="se",
-        attn_kwargs={"rd_ratio": 0.25},
     )
 
 
@@ -39,18 +46,7 @@ CASES = {
     # (linear expansion), here grouped and gated (cs3sedarknet_xdw's bottleneck).
     "cspresnet_se": (
         "cspresnet50d",
-        lambda: small(
-            CspStemCfg(out_chs=(4, 8), kernel_size=3, stride=4, pool="max"),
-            depth=(2, 1, 1),
-            out_chs=(16, 32, 32),
-            stride=(1, 2, 2),
-            groups=2,
-            expand_ratio=2.0,
-            bottle_ratio=0.5,
-            cross_linear=True,
-            attn_layer="se",
-            attn_kwargs={"rd_ratio": 0.25},
-        ),
+        lambda: small(**_CSPRESNET_SE, depth=(2, 1, 1), out_chs=(16, 32, 32), stride=(1, 2, 2)),
         36,
     ),
     # CSPDarkNet-53's: stride-1 stem, the first stage's own ratios, downsampling to the width.

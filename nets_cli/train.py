@@ -90,11 +90,11 @@ def main(argv: list[str]) -> None:
     except OSError as e:  # writing the workdir's files: a full disk, a read-only one
         common.fail(f"{e.filename or 'writing'}: {e.strerror or e}", 1)
     except Exception as e:
-        from nets_training import loop, out_of_memory
+        from nets_training import networks, out_of_memory
 
         if not out_of_memory.is_out_of_memory(e):
             raise
-        line = out_of_memory.explain(e, cfg, loop.compute_dtype(cfg.model.dtype))
+        line = out_of_memory.explain(e, cfg, networks.compute_dtype(cfg.model.dtype))
         common.fail(f"{line}. {kept_checkpoint(workdir)}", 1)
 
 

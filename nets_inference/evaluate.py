@@ -20,7 +20,17 @@ import grain
 import jax
 
 from nets_inference import load
-from nets_training import checkpoint, config, data, loop, out_of_memory, sharding, sources, steps
+from nets_training import (
+    checkpoint,
+    config,
+    data,
+    loop,
+    networks,
+    out_of_memory,
+    sharding,
+    sources,
+    steps,
+)
 from nets_training.config import FinetuneConfig
 from nets_training.errors import ClassCountError, OutOfMemory, UserError
 from nets_training.workdir import CONFIG_FILE, START_SECONDS, is_held
@@ -78,7 +88,7 @@ class Evaluator:
         started = time.perf_counter()
         folder = load.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
-        dtype = loop.compute_dtype(self.config.model.dtype)
+        dtype = networks.compute_dtype(self.config.model.dtype)
         batch = self.config.data.eval_batch_size
         metrics = _evaluate(self.eval_step, variables, self.batches(), self.mesh, batch, dtype)
         return {

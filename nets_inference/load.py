@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import nets_factory
-from nets_training import checkpoint, config, loop
+from nets_training import checkpoint, config, networks
 from nets_training.errors import UserError
 from nets_training.workdir import CONFIG_FILE
 
@@ -36,16 +36,21 @@ class Network:
     source: str  # where it came from, for messages and metadata
 
 
-def from_workdir(workdir: str | Path, step: int | None = None, ema: bool = True) -> Network:
+def from_workdir(
+    workdir: str | Path, step: int | None = None, ema: bool = True, dtype: str | None = None
+) -> Network:
     """The network a training run wrote: `workdir/config.yaml` says which network and inputs,
     the checkpoint at `step` (default: the newest) holds its variables (the EMA's when the run
-    kept one and `ema` is set, as the run's own evaluation used)."""
+    kept one and `ema` is set, as the run's own evaluation used). `dtype`: the compute dtype
+    (`model.dtype`'s values), None: the run's."""
     workdir = Path(workdir).expanduser()
     cfg = run_config(workdir)
     where = workdir if step is None else checkpoint_folder(workdir, step)
     variables = checkpoint.load_variables(where, use_ema=ema)
     model, data = cfg.model, cfg.data
-    network_fn = loop.network_fns(model, model.num_classes).eval
+    if dtype is not None:
+        model = dataclasses.replace(model, dtype=dtype)
+    network_fn = networks.network_fns(model, model.num_classes).eval
     if data.image_size is None or data.mean is None or data.std is None:
         raise UserError(f"{workdir}/config.yaml: data.image_size, mean and std must be resolved")
     inputs = Inputs(data.image_size, len(data.mean), tuple(data.mean), tuple(data.std))
@@ -74,10 +79,11 @@ def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:
     return config.load(resolved, overrides)
 
 
-def from_weights(model: str | None, weights: str | Path) -> Network:
+def from_weights(model: str | None, weights: str | Path, **kwargs: Any) -> Network:
     """Published weights (`load_pretrained`: a file, folder, Hub name or URL) into `model` (None:
-    the network the weights name), with their own preprocessing's size, mean, std."""
-    network_fn, variables = nets_factory.load_pretrained(model, weights)
+    the network the weights name, built with constructor fields `kwargs`), with their own
+    preprocessing's size, mean, std."""
+    network_fn, variables = nets_factory.load_pretrained(model, weights, **kwargs)
     info = network_fn.pretrained
     inputs = Inputs(info.image_size, info.in_chans, info.mean, info.std, info.class_names)
     return Network(network_fn, variables, inputs, f"{weights} ({network_fn.name})")

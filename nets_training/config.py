@@ -316,6 +316,48 @@ class FinetuneConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DistillConfig:
+    """Knowledge distillation (Hinton et al. 2015; DeiT's, Touvron et al. 2021): a trained teacher,
+    in evaluation mode, sees each training batch as the student does (augmented and mixed) and
+    the student learns its predictions beside the labels (docs/guide.md#distillation). A student
+    with a distillation head (DeiT's distilled, LeViT, PiT, EfficientFormer, RepViT:
+    `dist_logits`) learns the teacher with it and the labels with the other (`cls_logits`), as
+    timm's token distillation; any other student learns both with its logits."""
+
+    # The teacher: a training workdir (its config and newest checkpoint, the EMA where it kept
+    # one), or published weights as finetune.init_from takes them (regnety_160.deit_in1k, a file,
+    # a folder, a URL). Its classes must be the student's. None: no distillation.
+    teacher: str | None = None
+    # Published weights only (a workdir's config says both): the teacher's network where the
+    # weights do not name it, as model.name.
+    teacher_model: str | None = None
+    # Published weights only: the teacher's constructor fields, as model.kwargs.
+    teacher_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # soft: KL divergence of the teacher's and student's temperature-softened distributions, times
+    # temperature^2, per image (timm's); hard: cross-entropy against the teacher's top class (DeiT).
+    type: Literal["soft", "hard"] = "soft"
+    temperature: float = 1.0  # soft: divides both networks' logits (DeiT's tau)
+    # The loss: (1 - alpha) x the labels' loss + alpha x the teacher's (DeiT's
+    # --distillation-alpha; timm's task_loss_weight 1 - alpha, distill_loss_weight alpha).
+    alpha: float = 0.5
+    # The teacher's input size: None: its own (its weights' or its run's), the student's images
+    # resized to it on the device where they differ.
+    teacher_image_size: int | None = None
+
+    def __post_init__(self):
+        _require(self.temperature > 0, "temperature", "must be > 0")
+        _require(0 <= self.alpha <= 1, "alpha", "must be in [0, 1]")
+        size = self.teacher_image_size
+        _require(size is None or size >= 1, "teacher_image_size", "must be >= 1")
+        if self.teacher is None:
+            for field in dataclasses.fields(self):
+                default = (
+                    field.default_factory() if field.name == "teacher_kwargs" else field.default
+                )
+                _require(getattr(self, field.name) == default, field.name, "needs distill.teacher")
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
@@ -323,6 +365,7 @@ class Config:
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     finetune: FinetuneConfig = dataclasses.field(default_factory=FinetuneConfig)
+    distill: DistillConfig = dataclasses.field(default_factory=DistillConfig)
 
     def __post_init__(self):
         _require(

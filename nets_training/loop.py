@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import grain
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from absl import logging
@@ -30,11 +29,13 @@ from nets_training import (
     device_augment,
     image_sizes,
     initial_state,
+    networks,
     optim,
     preemption,
     sharding,
     sources,
     steps,
+    teacher,
 )
 from nets_training.config import (
     Config,
@@ -44,7 +45,6 @@ from nets_training.config import (
     OptimConfig,
     TrainConfig,
     changes,
-    check_types,
     dump,
     merge,
     parse_yaml,
@@ -77,46 +77,9 @@ class Summary:
         )
 
 
-class Networks(NamedTuple):
-    train: nets_factory.NetworkFn  # batch statistics, dropout
-    eval: nets_factory.NetworkFn  # running statistics
-
-
-def compute_dtype(dtype: str, backend: str | None = None) -> str:
-    """`model.dtype` on `backend` (JAX's default): 'auto' is bfloat16 on accelerators, whose
-    matrix units run it at several times float32's rate, and float32 on a CPU."""
-    if dtype != "auto":
-        return dtype
-    return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
-
-
-def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
-    """The training and evaluation networks, with config mistakes as one-line errors."""
-    kwargs = dict(model.kwargs)
-    if "dtype" in kwargs:
-        raise UserError("model.kwargs.dtype: set model.dtype instead")
-    build = functools.partial(
-        nets_factory.get_network_fn,
-        model.name,
-        num_classes,
-        weight_decay=model.weight_decay,
-        dtype=jnp.dtype(compute_dtype(model.dtype)),
-        **kwargs,
-    )
-    try:
-        networks = Networks(build(is_training=True), build(is_training=False))
-    except ValueError as e:  # an unknown name, or a field's value (remat's)
-        key = "model.kwargs" if model.name in nets_factory.networks_map else "model.name"
-        raise UserError(f"{key}: {e}") from None
-    except TypeError as e:
-        raise UserError(f"model.kwargs: {e}") from None
-    check_types(type(networks.train.module), kwargs, "model.kwargs")
-    return networks
-
-
 def load_data_and_networks(
     model: ModelConfig, data: DataConfig
-) -> tuple[sources.Dataset, Networks]:
+) -> tuple[sources.Dataset, networks.Networks]:
     """The dataset and the networks, each built once, in the order their needs allow.
 
     The networks' logits take the data's classes; but synthetic data is made to the network's
@@ -125,11 +88,11 @@ def load_data_and_networks(
     if data.name != "synthetic":
         dataset = sources.load(data)
         check_classes(model.num_classes, dataset, data.name)
-        return dataset, network_fns(model, model.num_classes or dataset.num_classes)
+        return dataset, networks.network_fns(model, model.num_classes or dataset.num_classes)
     num_classes = model.num_classes or sources.SYNTHETIC_CLASSES
-    networks = network_fns(model, num_classes)
-    image_size = data.image_size or networks.train.default_image_size
-    return sources.load(data, image_size, num_classes), networks
+    built = networks.network_fns(model, num_classes)
+    image_size = data.image_size or built.train.default_image_size
+    return sources.load(data, image_size, num_classes), built
 
 
 def check_classes(num_classes: int | None, dataset: sources.Dataset, name: str) -> None:
@@ -221,26 +184,26 @@ def with_weight_conventions(config: Config) -> Config:
     return dataclasses.replace(config, model=dataclasses.replace(config.model, kwargs=kwargs))
 
 
-def resolve(config: Config) -> tuple[Config, sources.Dataset, Networks]:
+def resolve(config: Config) -> tuple[Config, sources.Dataset, networks.Networks]:
     """Fills in every default that depends on the network or the data, so that the written
     config says exactly what ran; loads the dataset and builds the networks (for `build`)."""
     config = with_weight_conventions(config)
-    dataset, networks = load_data_and_networks(config.model, config.data)
+    dataset, nets = load_data_and_networks(config.model, config.data)
     d = data.with_parallelism(config.data, dataset.fixed_size is not None)
     check_normalisation(d, dataset.channels)
     resolved_data = dataclasses.replace(
         d,
-        image_size=image_sizes.image_size(d.image_size, dataset, networks.train),
+        image_size=image_sizes.image_size(d.image_size, dataset, nets.train),
         eval_batch_size=d.eval_batch_size or d.batch_size,
         **{k: getattr(dataset, k) for k in SOURCE_DEFAULTS if getattr(d, k) is None},
     )
     num_classes = config.model.num_classes or dataset.num_classes
     model = dataclasses.replace(
-        config.model, num_classes=num_classes, dtype=compute_dtype(config.model.dtype)
+        config.model, num_classes=num_classes, dtype=networks.compute_dtype(config.model.dtype)
     )
     train = dataclasses.replace(config.train, epochs=config.train.epochs or dataset.epochs)
     config = dataclasses.replace(config, model=model, data=resolved_data, train=train)
-    return config, dataset, networks
+    return config, dataset, nets
 
 
 def changes_since(saved: Path, config: Config, dataset: sources.Dataset) -> list[str]:
@@ -303,6 +266,7 @@ class Run:
     eval_batches: Callable[[], grain.IterDataset]  # host batches (`data.eval_batches`)
     checkpoints: checkpoint.Checkpointer
     state: steps.TrainState
+    teacher: dict | None  # the teacher's variables on the devices (`distill.teacher`), or None
     window: Window  # the train metrics that the next record averages
     start_step: int
     note: str  # how it started: resumed, or fine-tuned from where
@@ -337,27 +301,40 @@ def train_steps(train: TrainConfig, accumulate: int, steps_per_epoch: float) -> 
 def build(config: Config, workdir: Path) -> Run:
     """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
     mesh = sharding.make_mesh()
-    config, dataset, networks = resolve(config)
+    config, dataset, nets = resolve(config)
     d, t, o = config.data, config.train, config.optim
     local_batch = sharding.local_batch_size(d.batch_size, "data.batch_size")
     local_eval_batch = sharding.local_batch_size(d.eval_batch_size, "data.eval_batch_size")
     steps_per_epoch = len(dataset.train) / d.batch_size  # train steps: (micro-)batches
     total = train_steps(t, o.accumulate_steps, steps_per_epoch)
-    check_batch_norm_decay(networks.train, total)
+    check_batch_norm_decay(nets.train, total)
     o, warmup_note = fit_warmup(o, steps_per_epoch, total)
     config = dataclasses.replace(config, optim=o)  # config.yaml says the warmup that ran
     k = o.accumulate_steps  # the schedule counts optimizer steps, of k train steps each
     lr = optim.schedule(o, d.batch_size * k, total // k, steps_per_epoch / k)
-    tx = optim.optimizer(o, lr, config.finetune.trainable, networks.train.module)
+    tx = optim.optimizer(o, lr, config.finetune.trainable, nets.train.module)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
     replicated = sharding.replicated(mesh)
     augment = device_augment.make_augment(
         d, config.mixup, config.model.num_classes, o.label_smoothing
     )
+    distiller, teacher_variables = None, None
+    if config.distill.teacher:
+        distiller, host_variables = teacher.distiller(
+            config.distill,
+            config.model.num_classes,
+            dataset.channels,
+            d.mean,
+            d.std,
+            config.model.dtype,
+        )
+        teacher_variables = initial_state.run_once(
+            jax.jit(lambda v: v, out_shardings=replicated), host_variables
+        )
     train_step = steps.make_train_step(
-        networks.train, tx, prepare, augment, steps.make_loss(o), o.ema_decay, total
+        nets.train, tx, prepare, augment, steps.make_loss(o), o.ema_decay, total, distiller
     )
-    eval_step = steps.make_eval_step(networks.eval, prepare, o.ema_decay > 0)
+    eval_step = steps.make_eval_step(nets.eval, prepare, o.ema_decay > 0)
     train_step = jax.jit(train_step, donate_argnums=0, out_shardings=replicated)
     eval_step = jax.jit(eval_step, out_shardings=replicated)
     where = (jax.process_index(), jax.process_count())
@@ -366,17 +343,19 @@ def build(config: Config, workdir: Path) -> Run:
     started = time.perf_counter()
     restored, notices = None, [warmup_note] if warmup_note else []
     if checkpoints.latest_step() is not None:
-        restored, skipped = resume(config, dataset, networks.train, tx, mesh, checkpoints)
+        restored, skipped = resume(config, dataset, nets.train, tx, mesh, checkpoints)
         notices += skipped
     if restored is None:
         state, finetuned = initial_state.initial_state(
-            config, networks.train, tx, dataset.channels, mesh
+            config, nets.train, tx, dataset.channels, mesh
         )
         init_from = config.finetune.init_from
         note = f"; fine-tuning from {init_from}" if init_from else ""
         note += "".join(f", {phrase}" for phrase in finetuned)
     else:
         state, note = restored.state, f"; resumed at step {restored.step}"
+    if distiller is not None:
+        note += f"; {distiller.description}"
     init_seconds = time.perf_counter() - started  # a fresh state computes on, beside the trace
     start_step = restored.step if restored else 0
     batches = data.train_dataset(dataset, d, d.image_size, local_batch, t.seed, *where, start_step)
@@ -398,6 +377,7 @@ def build(config: Config, workdir: Path) -> Run:
         ),
         checkpoints=checkpoints,
         state=state,
+        teacher=teacher_variables,
         window=Window(restored.log_window if restored else []),
         start_step=start_step,
         note=note,
@@ -468,7 +448,7 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
                 batch = throughput.wait_for(run.batches)
                 if step == run.start_step + 1:
                     compiled_in = compile_train_step(run, batch, console)
-                run.state, metrics = run.train_step(run.state, batch)
+                run.state, metrics = run.train_step(run.state, batch, run.teacher)
                 run.window.add(metrics)
                 throughput.step()
                 console.advance()
@@ -506,7 +486,7 @@ def compile_train_step(run: Run, batch: dict, console: Console) -> float:
     first call then finds the executable in JAX's cache."""
     console.print(compiling_line(jax.default_backend(), jax.config.jax_compilation_cache_dir))
     start = time.perf_counter()
-    run.train_step.lower(run.state, batch).compile()
+    run.train_step.lower(run.state, batch, run.teacher).compile()
     return time.perf_counter() - start
 
 
@@ -676,6 +656,7 @@ def log_train(
         {
             "train/loss": means["loss"],
             "train/top1": means["top1"],
+            **{f"train/{k}": means[k] for k in DISTILL_METRICS if k in means},
             "train/lr": lr,
             **speed,
             "epoch": step / run.steps_per_epoch,
@@ -684,6 +665,7 @@ def log_train(
     console.show(means["loss"], lr, rate, waiting)
 
 
+DISTILL_METRICS = ("distill_loss", "teacher_top1")  # the train step's, with a teacher
 INPUT_BOUND = 0.1  # the part of the training time spent waiting for data that is worth a word
 
 

@@ -171,9 +171,11 @@ class Window:
         return list(self._steps)
 
     def mean(self) -> dict[str, float]:
-        """Each metric averaged over the window's steps (at least one); starts a new window."""
+        """Each metric averaged over the window's steps that have it (at least one: a run resumed
+        with another `distill` changes the step's metrics); starts a new window."""
         steps, self._steps = self.fetch(), []
-        return {name: float(np.mean([s[name] for s in steps])) for name in steps[0]}
+        names = dict.fromkeys(name for s in steps for name in s)
+        return {name: float(np.mean([s[name] for s in steps if name in s])) for name in names}
 
 
 class Throughput:

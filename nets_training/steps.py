@@ -18,6 +18,7 @@ import optax
 from nets_factory import NetworkFn
 from nets_training.config import OptimConfig
 from nets_training.device_augment import Augment, smoothed_one_hot
+from nets_training.distill import Distiller, heads
 
 AUX_LOSS_WEIGHT = 0.4  # Slim's train_image_classifier.py weighs Inception's aux logits by 0.4
 # The augmentation's key is the step's (dropout's) folded with this: a stream of its own.
@@ -110,10 +111,16 @@ def make_train_step(
     loss: Loss,
     ema_decay: float,
     total_steps: int = 0,
-) -> Callable[[TrainState, dict], tuple[TrainState, Metrics]]:
-    """`train_step(state, batch) -> (state, metrics)`; `metrics` are this batch's float32
-    scalars `loss` (with the L2 penalty) and `top1` (of the unmixed labels), for the host to
-    average when it logs.
+    distiller: Distiller | None = None,
+) -> Callable[..., tuple[TrainState, Metrics]]:
+    """`train_step(state, batch, teacher=None) -> (state, metrics)`; `metrics` are this batch's
+    float32 scalars `loss` (with the L2 penalty) and `top1` (of the unmixed labels), for the host
+    to average when it logs.
+
+    With a `distiller`, `teacher` is its variables: the teacher sees the student's images as they
+    are augmented, and the loss is `(1 - alpha)` x the labels' plus `alpha` x the teacher's
+    (`Distiller.loss`; the heads of `distill.heads`); `metrics` add `distill_loss` (the teacher's
+    part) and `teacher_top1` (the teacher's hits on the unmixed labels).
 
     `augment(images, labels, key) -> (images, targets)` (`device_augment.make_augment`) erases and
     mixes the prepared images and gives the soft targets `loss` takes; its key is the step's.
@@ -129,7 +136,7 @@ def make_train_step(
     that apply the accumulated gradient.
     """
 
-    def loss_fn(params, state, images, targets):
+    def loss_fn(params, state, images, targets, teacher_logits):
         variables = {"params": params, "batch_stats": state.batch_stats}
         rngs = {"dropout": jax.random.fold_in(state.rng, state.step)}
         (logits, end_points), updates = network_fn.apply(
@@ -139,16 +146,31 @@ def make_train_step(
             rngs=rngs,
             **progress_arguments(network_fn, state.step, total_steps),
         )
-        total = classification_loss(logits, end_points, targets, loss)
+        extra = {}
+        if distiller is None:
+            total = classification_loss(logits, end_points, targets, loss)
+        else:
+            labels_logits, student_logits = heads(logits, end_points)
+            extra["distill_loss"] = distiller.loss(student_logits, teacher_logits).mean()
+            total = (1 - distiller.alpha) * classification_loss(
+                labels_logits, end_points, targets, loss
+            ) + distiller.alpha * extra["distill_loss"]
         total = total + network_fn.regularization_loss(params)
-        return total, (logits, updates.get("batch_stats", {}))
+        return total, (logits, updates.get("batch_stats", {}), extra)
 
-    def train_step(state: TrainState, batch: dict) -> tuple[TrainState, Metrics]:
+    def train_step(
+        state: TrainState, batch: dict, teacher: dict | None = None
+    ) -> tuple[TrainState, Metrics]:
         labels = batch["label"]
         key = jax.random.fold_in(jax.random.fold_in(state.rng, state.step), AUGMENT_STREAM)
         images, targets = augment(prepare(batch["image"]), labels, key)
+        teacher_logits = None if distiller is None else distiller.teacher_logits(teacher, images)
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-        (total, (logits, batch_stats)), grads = grad_fn(state.params, state, images, targets)
+        (total, (logits, batch_stats, extra)), grads = grad_fn(
+            state.params, state, images, targets, teacher_logits
+        )
+        if teacher_logits is not None:
+            extra["teacher_top1"] = jnp.mean(jnp.argmax(teacher_logits, -1) == labels)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         ema = state.ema_params
@@ -170,7 +192,7 @@ def make_train_step(
                 ok | (state.nonfinite_step >= 0), state.nonfinite_step, state.step + 1
             ),
         )
-        return state, {"loss": total, "top1": top1}
+        return state, {"loss": total, "top1": top1, **extra}
 
     return train_step
 

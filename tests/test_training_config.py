@@ -7,6 +7,7 @@ import pytest
 import nets_factory
 from nets_training import config
 from nets_training.errors import UserError
+from nets_weights import architectures, catalogue
 
 CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
 
@@ -19,6 +20,8 @@ def test_shipped_configs_load_validate_and_build(path):
     cfg = config.load(path)
     kwargs = dict(cfg.model.kwargs)
     nets_factory.get_network_fn(cfg.model.name, cfg.model.num_classes or 10, **kwargs)
+    if cfg.distill.teacher:  # published weights the catalogue knows (loading them downloads)
+        assert catalogue.architecture_of(cfg.distill.teacher) in architectures.ARCHITECTURES
     assert config.from_dict(config.parse_yaml(config.dump(cfg), "dump")) == cfg
 
 
@@ -84,6 +87,8 @@ def test_overrides_reach_nested_kwargs_and_lists_become_tuples(tmp_path):
         ("data: {remode: noise}", [], "data.remode: must be one of const, rand, pixel"),
         ("data: {auto_augment: rand-m9, color_jitter: 0.4}", [], "data.color_jitter: timm turns"),
         ("optim: {bce_target_threshold: 0.2}", [], "optim.bce_target_threshold: needs loss=bce"),
+        ("distill: {type: hard}", [], "distill.type: needs distill.teacher, got 'hard'"),
+        ("distill: {teacher: x, alpha: 1.5}", [], "distill.alpha: must be in [0, 1], got 1.5"),
     ],
 )
 def test_config_mistakes_name_the_key_and_what_is_valid(tmp_path, text, overrides, message):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import nets_factory
-from nets_training import config, loop, sources
+from nets_training import config, loop, networks, sources
 from nets_training.config import Config, DataConfig, ModelConfig, TrainConfig
 
 EVERY = dict(log_every=2, eval_every=6, checkpoint_every=3)  # a run of 12 steps
@@ -79,13 +79,13 @@ def test_synthetic_data_takes_the_network_size_and_classes(built_networks):
 def test_an_auto_dtype_is_bfloat16_on_accelerators_and_the_config_says_which_ran(
     monkeypatch, backend, compute
 ):
-    assert loop.compute_dtype("auto", backend) == compute
-    assert loop.compute_dtype("float32", backend) == "float32"  # what a config sets, it gets
-    assert loop.compute_dtype("bfloat16", backend) == "bfloat16"
+    assert networks.compute_dtype("auto", backend) == compute
+    assert networks.compute_dtype("float32", backend) == "float32"  # what a config sets, it gets
+    assert networks.compute_dtype("bfloat16", backend) == "bfloat16"
     monkeypatch.setattr(loop.jax, "default_backend", lambda: backend)
-    resolved, _, networks = loop.resolve(Config(model=ModelConfig(dtype="auto")))
+    resolved, _, built = loop.resolve(Config(model=ModelConfig(dtype="auto")))
     assert yaml.safe_load(config.dump(resolved))["model"]["dtype"] == compute
-    assert networks.train.module.dtype == networks.eval.module.dtype == compute
+    assert built.train.module.dtype == built.eval.module.dtype == compute
 
 
 def test_a_resume_compares_an_older_config_with_null_source_defaults_as_their_values(tmp_path):

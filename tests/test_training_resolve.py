@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 import nets_factory
-from nets_training import config, image_sizes, loop
+from nets_training import config, image_sizes, loop, networks
 from nets_training.errors import UserError
 
 DEFAULT = Path(__file__).parent.parent / "configs" / "default.yaml"
@@ -137,7 +137,7 @@ def test_mean_and_std_need_one_value_per_channel():
 def test_an_unknown_network_or_field_names_the_key(override, message, named):
     model = config.load(DEFAULT, [override]).model
     with pytest.raises(UserError) as error:
-        loop.network_fns(model, 10)
+        networks.network_fns(model, 10)
     said = str(error.value)
     assert said.startswith(message) and f"'{named}'" in said and "\n" not in said
 
@@ -153,11 +153,11 @@ def test_an_unknown_network_or_field_names_the_key(override, message, named):
 def test_network_fields_of_the_wrong_type_name_the_key(kwargs, message):
     model = config.load(DEFAULT, [f"model.kwargs={kwargs}"]).model
     with pytest.raises(UserError) as error:
-        loop.network_fns(model, 10)
+        networks.network_fns(model, 10)
     assert str(error.value).startswith(message)
 
 
 def test_network_fields_of_the_right_type_pass():
     model = config.load(DEFAULT, ["model.kwargs={stage_sizes: [1, 1], num_filters: 4}"]).model
-    networks = loop.network_fns(model, 10)
-    assert networks.train.module.num_filters == 4
+    built = networks.network_fns(model, 10)
+    assert built.train.module.num_filters == 4

@@ -7,7 +7,7 @@ import optax
 import pytest
 
 import nets_factory
-from nets_training import device_augment, loop, optim, steps
+from nets_training import device_augment, networks, optim, steps
 from nets_training.config import DataConfig, MixupConfig, ModelConfig, OptimConfig
 from nets_training.errors import UserError
 from nets_training.metrics import Window
@@ -174,8 +174,8 @@ def test_gradient_clipping_bounds_the_update():
 
 
 def test_model_dtype_reaches_the_network():
-    train_fn, eval_fn = loop.network_fns(ModelConfig(name="resnet18", dtype="bfloat16"), 10)
+    train_fn, eval_fn = networks.network_fns(ModelConfig(name="resnet18", dtype="bfloat16"), 10)
     assert train_fn.module.dtype == eval_fn.module.dtype == jnp.bfloat16
     assert train_fn.is_training and not eval_fn.is_training
     with pytest.raises(UserError, match="model.kwargs.dtype: set model.dtype instead"):
-        loop.network_fns(ModelConfig(kwargs={"dtype": "float16"}), 10)
+        networks.network_fns(ModelConfig(kwargs={"dtype": "float16"}), 10)

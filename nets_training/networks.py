@@ -1,0 +1,49 @@
+"""The networks a config builds: `get_network_fn` for training and for evaluation, at the
+config's compute dtype, with a config's mistakes as one-line errors naming its key."""
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+import nets_factory
+from nets_training.config import ModelConfig, check_types
+from nets_training.errors import UserError
+
+
+class Networks(NamedTuple):
+    train: nets_factory.NetworkFn  # batch statistics, dropout
+    eval: nets_factory.NetworkFn  # running statistics
+
+
+def compute_dtype(dtype: str, backend: str | None = None) -> str:
+    """`model.dtype` on `backend` (JAX's default): 'auto' is bfloat16 on accelerators, whose
+    matrix units run it at several times float32's rate, and float32 on a CPU."""
+    if dtype != "auto":
+        return dtype
+    return "float32" if (backend or jax.default_backend()) == "cpu" else "bfloat16"
+
+
+def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
+    """The training and evaluation networks, with config mistakes as one-line errors."""
+    kwargs = dict(model.kwargs)
+    if "dtype" in kwargs:
+        raise UserError("model.kwargs.dtype: set model.dtype instead")
+    build = functools.partial(
+        nets_factory.get_network_fn,
+        model.name,
+        num_classes,
+        weight_decay=model.weight_decay,
+        dtype=jnp.dtype(compute_dtype(model.dtype)),
+        **kwargs,
+    )
+    try:
+        networks = Networks(build(is_training=True), build(is_training=False))
+    except ValueError as e:  # an unknown name, or a field's value (remat's)
+        key = "model.kwargs" if model.name in nets_factory.networks_map else "model.name"
+        raise UserError(f"{key}: {e}") from None
+    except TypeError as e:
+        raise UserError(f"model.kwargs: {e}") from None
+    check_types(type(networks.train.module), kwargs, "model.kwargs")
+    return networks

@@ -32,10 +32,10 @@ def test_steps_move_nothing_but_the_batches_the_feed_placed(tmp_path, monkeypatc
         run = build(*args, **kwargs)
         step = run.train_step
 
-        def guarded(state, batch):
+        def guarded(state, batch, teacher):
             assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(batch))
             with jax.transfer_guard("disallow"):
-                out = step(state, batch)
+                out = step(state, batch, teacher)
             guarded_steps.append(int(out[0].step))
             return out
 

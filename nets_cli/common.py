@@ -117,6 +117,15 @@ def check_source(workdir: str | None, weights: str | None, model: str | None) ->
         )
 
 
+def check_best(best: bool, weights: str | None, step: int | None, watch: bool = False) -> None:
+    """`--best` names one checkpoint of a run: not with `--weights`, `--step` or `--watch`."""
+    if not best:
+        return
+    for flag, given in (("--weights", weights), ("--step", step is not None), ("--watch", watch)):
+        if given:
+            raise UserError(f"--best is the weights of a run's best evaluation: not with {flag}")
+
+
 def check_eval_data(weights: str | None, config_file: str | None) -> None:
     """eval's data, once `check_source` passed: published weights (`--weights`) are evaluated on
     the data of the `--config` given, a training run (`--workdir`) on its own config.yaml's."""

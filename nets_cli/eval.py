@@ -3,6 +3,7 @@
 
     nets-eval --workdir=runs/r50                      # the run's newest checkpoint
     nets-eval --workdir=runs/r50 --step=900 --noema
+    nets-eval --workdir=runs/r50 --best               # the weights of its best evaluation
     nets-eval --workdir=runs/r50 --watch              # each new checkpoint, until the last step
     nets-eval --weights=resnet50.a1_in1k \\
         --config=configs/imagenet_resnet50.yaml       # with the weights' own preprocessing
@@ -22,6 +23,9 @@ from nets_training import workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
+_BEST = flags.DEFINE_bool(
+    "best", False, "The weights of the run's best evaluation (<workdir>/best)."
+)
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
 _POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
@@ -54,6 +58,7 @@ def main(argv: list[str]) -> None:
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         common.check_eval_data(_WEIGHTS.value, _CONFIG.value)
+        common.check_best(_BEST.value, _WEIGHTS.value, _STEP.value, _WATCH.value)
         if _WEIGHTS.value:
             cfg = config.load(Path(_CONFIG.value), _SET.value)
             common.check_overrides(
@@ -78,6 +83,8 @@ def main(argv: list[str]) -> None:
                     flush=True,
                 )
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
+            elif _BEST.value:
+                records = [evaluator.evaluate(0, _EMA.value, best=True)]
             else:
                 steps = evaluator.checkpoint_steps()
                 if _STEP.value is None and not steps:
@@ -86,6 +93,7 @@ def main(argv: list[str]) -> None:
                 records = [evaluator.evaluate(step, _EMA.value)]
         for record in records:
             what = f"step {record['step']}" if "step" in record else record["weights"]
+            what += " (the run's best)" if record.get("best") else ""
             print(
                 f"{what}: eval loss {record['eval/loss']:.4f}, "
                 f"top-1 {100 * record['eval/top1']:.2f}%, top-5 {100 * record['eval/top5']:.2f}% "

@@ -23,6 +23,9 @@ from nets_cli import common
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (default: newest).")
+_BEST = flags.DEFINE_bool(
+    "best", False, "With --workdir: the weights of the run's best evaluation (<workdir>/best)."
+)
 _EMA = flags.DEFINE_bool("ema", True, "With --workdir: the EMA weights, when the run kept them.")
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
@@ -42,6 +45,7 @@ def main(argv: list[str]) -> None:
 
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
+        common.check_best(_BEST.value, _WEIGHTS.value, _STEP.value)
         common.require(_OUT, "the artifact to write, e.g. --out=r50.jaxexport")
         from nets_inference import export, load  # after the flags are checked: imports JAX
 
@@ -49,7 +53,7 @@ def main(argv: list[str]) -> None:
         if _WEIGHTS.value:
             network = load.from_weights(_MODEL.value, _WEIGHTS.value)
         else:
-            network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value)
+            network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value, best=_BEST.value)
         exported = export.export(network, options)
         info = export.metadata(network, options, exported)
         path = export.write(_OUT.value, exported, info)

@@ -82,11 +82,16 @@ class Evaluator:
         found = (self.workdir / "checkpoints").glob("*")
         return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
 
-    def evaluate(self, step: int, ema: bool = True) -> dict[str, Any]:
+    def evaluate(self, step: int, ema: bool = True, best: bool = False) -> dict[str, Any]:
         """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
-        of the weights when the run kept one and `ema` is set, as the run's evaluation did)."""
+        of the weights when the run kept one and `ema` is set, as the run's evaluation did).
+        `best`: the weights of the run's best evaluation instead (`load.best_checkpoint`), whose
+        step the record gives, with `best` true."""
         started = time.perf_counter()
-        folder = load.checkpoint_folder(self.workdir, step)
+        if best:
+            step, folder = load.best_checkpoint(self.workdir)
+        else:
+            folder = load.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
         dtype = networks.compute_dtype(self.config.model.dtype)
         batch = self.config.data.eval_batch_size
@@ -97,6 +102,7 @@ class Evaluator:
             "eval/images": self.images,
             "eval/seconds": round(time.perf_counter() - started, 3),
             "ema": ema and self.config.optim.ema_decay > 0,
+            **({"best": True} if best else {}),
         }
 
     def append(self, record: dict[str, Any]) -> None:

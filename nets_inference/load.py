@@ -13,7 +13,7 @@ from typing import Any
 import nets_factory
 from nets_training import checkpoint, config, networks
 from nets_training.errors import UserError
-from nets_training.workdir import CONFIG_FILE
+from nets_training.workdir import BEST_DIR, CONFIG_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,15 +37,23 @@ class Network:
 
 
 def from_workdir(
-    workdir: str | Path, step: int | None = None, ema: bool = True, dtype: str | None = None
+    workdir: str | Path,
+    step: int | None = None,
+    ema: bool = True,
+    dtype: str | None = None,
+    best: bool = False,
 ) -> Network:
     """The network a training run wrote: `workdir/config.yaml` says which network and inputs,
-    the checkpoint at `step` (default: the newest) holds its variables (the EMA's when the run
-    kept one and `ema` is set, as the run's own evaluation used). `dtype`: the compute dtype
-    (`model.dtype`'s values), None: the run's."""
+    the checkpoint at `step` (default: the newest; `best`: the weights of the run's best
+    evaluation) holds its variables (the EMA's when the run kept one and `ema` is set, as the
+    run's own evaluation used). `dtype`: the compute dtype (`model.dtype`'s values), None: the
+    run's."""
     workdir = Path(workdir).expanduser()
     cfg = run_config(workdir)
-    where = workdir if step is None else checkpoint_folder(workdir, step)
+    if best:
+        where = best_checkpoint(workdir)[1]
+    else:
+        where = workdir if step is None else checkpoint_folder(workdir, step)
     variables = checkpoint.load_variables(where, use_ema=ema)
     model, data = cfg.model, cfg.data
     if dtype is not None:
@@ -63,6 +71,19 @@ def checkpoint_folder(workdir: Path, step: int) -> Path:
     if not (folder / "state").is_dir():
         raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
     return folder
+
+
+def best_checkpoint(workdir: Path) -> tuple[int, Path]:
+    """The step and folder of the weights of the run's best evaluation (`train.keep_best`); a
+    one-line error when it kept none."""
+    folder = workdir / BEST_DIR
+    steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
+    if not steps:
+        raise UserError(
+            f"{folder}: no best weights there (the run has not evaluated yet, or it ran with "
+            "train.keep_best=false)"
+        )
+    return max(steps), folder / str(max(steps))
 
 
 def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:

@@ -92,7 +92,7 @@ class Checkpointer:
           UserError: this write or the previous one failed (a full or read-only disk); the
             message says where, and which complete checkpoint is left.
         """
-        self._finish_writing()
+        self.finish_writing()
         if jax.process_count() == 1:
             # Host copies: orbax then writes them as they are, instead of compiling a slicing
             # program per array shape (seconds, on CPU). Several processes hand over their shards.
@@ -107,7 +107,7 @@ class Checkpointer:
         except Exception as e:  # orbax and tensorstore raise all kinds, the OS's error inside
             raise self._write_error(e) from None
 
-    def _finish_writing(self) -> None:
+    def finish_writing(self) -> None:
         """Waits for the write in flight; its failure becomes a `UserError`."""
         try:
             self._manager.wait_until_finished()
@@ -202,7 +202,7 @@ class Checkpointer:
         not raised again)."""
         try:
             if self._writing is not None:
-                self._finish_writing()
+                self.finish_writing()
         finally:
             self._manager.close()
             self._remove_leftovers()
@@ -229,6 +229,51 @@ class Checkpointer:
             elif time.monotonic() >= quiet_until:
                 return
             time.sleep(0.05)
+
+
+class BestCheckpointer(Checkpointer):
+    """The weights of the run's best evaluation so far (highest eval top-1) under
+    `directory/<step>/`: `state` holds what evaluation reads (params, BatchNorm statistics, the
+    EMA where the run keeps one), `evaluation` its record; a new best replaces it once whole.
+    `load_variables(directory)` reads it, and so do `finetune.init_from` and `distill.teacher`."""
+
+    def __init__(self, directory: Path, checkpoints: Checkpointer):
+        self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
+        self._manager = ocp.CheckpointManager(
+            directory.absolute(),
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=1, create=True, cleanup_tmp_directories=True
+            ),
+            item_handlers={
+                "state": ocp.StandardCheckpointHandler(),
+                "evaluation": ocp.JsonCheckpointHandler(),
+            },
+        )
+        self.directory = directory
+        self._writing = None
+
+    def save(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> None:
+        """Writes the weights of `step`, whose evaluation is `evaluation`, and waits for them
+        (a new best is rare; the run's own checkpoint writes, waited for first, never overlap
+        it: two writes at once break orbax's barriers across processes). A resumed run that
+        evaluates a step again replaces its weights. Errors as `Checkpointer.save`'s."""
+        self._checkpoints.finish_writing()
+        if step in self._manager.all_steps():
+            self._manager.delete(step)
+        weights = {"params": state.params, "batch_stats": state.batch_stats}
+        if state.ema_params:
+            weights["ema_params"] = state.ema_params
+        if jax.process_count() == 1:
+            weights = jax.device_get(weights)
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(weights), evaluation=ocp.args.JsonSave(dict(evaluation))
+        )
+        self._writing = step
+        try:
+            self._manager.save(step, args=args, force=True)
+        except Exception as e:
+            raise self._write_error(e) from None
+        self.finish_writing()
 
 
 LEFTOVER_SECONDS = 10.0

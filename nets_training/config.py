@@ -285,6 +285,9 @@ class TrainConfig:
     log_every: int = 50  # steps between training records (metrics.jsonl, TensorBoard, console)
     checkpoint_every: int = 1000  # steps between checkpoints; the run also saves at the end
     keep_checkpoints: int = 3  # the most recent checkpoints kept in <workdir>/checkpoints
+    # The weights of the best evaluation so far (eval top-1) kept in <workdir>/best as well, for
+    # eval.py --best, export.py --best, finetune.init_from and distill.teacher (<workdir>/best).
+    keep_best: bool = True
     seed: int = 0  # initialisation, data order, augmentation and dropout
 
     def __post_init__(self):

@@ -52,7 +52,7 @@ from nets_training.config import (
 )
 from nets_training.errors import ClassCountError, PeerLost, UserError
 from nets_training.metrics import Console, MetricsLog, Throughput, Window
-from nets_training.workdir import CONFIG_FILE, hold_workdir, write_config
+from nets_training.workdir import BEST_DIR, CONFIG_FILE, hold_workdir, write_config
 
 # DataConfig keys whose None means "the source's default" (a `sources.Dataset` field of that name).
 SOURCE_DEFAULTS = ("mean", "std", "crop", "flip", "crop_padding")
@@ -63,6 +63,7 @@ class Summary:
     workdir: Path
     steps: int
     best_top1: float | None
+    best_step: int | None  # of best_top1: the first of equals, whose weights `best/` keeps
     final_top1: float | None
     wall_seconds: float
     images_per_second: float | None  # None when no step was timed (a 1-step run)
@@ -70,8 +71,9 @@ class Summary:
     def __str__(self) -> str:
         pct = lambda v: "n/a" if v is None else f"{100 * v:.2f}%"  # noqa: E731
         rate = "n/a" if self.images_per_second is None else f"{self.images_per_second:.0f}"
+        at = "" if self.best_step is None else f" at step {self.best_step}"
         return (
-            f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}, final "
+            f"done: {self.steps} steps, best eval top-1 {pct(self.best_top1)}{at}, final "
             f"{pct(self.final_top1)}, {self.wall_seconds:.1f} s wall, {rate} img/s training; "
             f"workdir {self.workdir}"
         )
@@ -265,6 +267,7 @@ class Run:
     batches: grain.DatasetIterator  # global batches, on the devices
     eval_batches: Callable[[], grain.IterDataset]  # host batches (`data.eval_batches`)
     checkpoints: checkpoint.Checkpointer
+    best: checkpoint.BestCheckpointer | None  # train.keep_best: the best evaluation's weights
     state: steps.TrainState
     teacher: dict | None  # the teacher's variables on the devices (`distill.teacher`), or None
     window: Window  # the train metrics that the next record averages
@@ -376,6 +379,7 @@ def build(config: Config, workdir: Path) -> Run:
             data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
         ),
         checkpoints=checkpoints,
+        best=checkpoint.BestCheckpointer(workdir / BEST_DIR, checkpoints) if t.keep_best else None,
         state=state,
         teacher=teacher_variables,
         window=Window(restored.log_window if restored else []),
@@ -468,10 +472,12 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
         shut_down(run, log, console, failure=e)
         raise e from None
     shut_down(run, log, console, failure=None)
+    best = log.best_record("eval/top1") or {}
     summary = Summary(
         workdir,
         run.total_steps,
-        log.best("eval/top1"),
+        best.get("eval/top1"),
+        best.get("step"),
         log.last("eval/top1"),
         time.perf_counter() - started,
         throughput.mean(),
@@ -542,10 +548,12 @@ def shut_down(run: Run, log: MetricsLog, console: Console, failure: BaseExceptio
     write_failure = None
     try:
         if not isinstance(failure, KeyboardInterrupt | PeerLost):
-            try:
-                run.checkpoints.close()
-            except Exception as e:  # UserError: the write failed
-                write_failure = e
+            for checkpoints in (run.checkpoints, run.best):
+                try:
+                    if checkpoints is not None:
+                        checkpoints.close()
+                except Exception as e:  # UserError: the write failed
+                    write_failure = write_failure or e
     finally:  # after a Ctrl-C in that wait too: these must not stop halfway
         with preemption.deferring_interrupts():
             close_failure = close_each(
@@ -686,9 +694,13 @@ def input_bound_line(waiting: float, d: DataConfig, cpus: int) -> str:
 
 
 def log_eval(run: Run, step: int, log: MetricsLog, console: Console) -> None:
-    """An evaluation record, and its line on the console."""
+    """An evaluation record, and its line on the console; the weights to `run.best` when their
+    top-1 is the run's best yet (the first of equals)."""
+    best = log.best("eval/top1")
     metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
     log.write(step, metrics)
+    if run.best is not None and (best is None or metrics["eval/top1"] > best):
+        run.best.save(step, run.state, metrics)
     console.print(
         f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
         f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"

@@ -61,8 +61,13 @@ class MetricsLog:
         self._events.write(step, values)
 
     def best(self, name: str) -> float | None:
-        values = [r[name] for r in self.records if name in r]
-        return max(values) if values else None
+        record = self.best_record(name)
+        return None if record is None else record[name]
+
+    def best_record(self, name: str) -> dict[str, Any] | None:
+        """The first record with the highest `name`; None when none has it."""
+        records = [r for r in self.records if name in r]
+        return max(records, key=lambda r: r[name]) if records else None
 
     def last(self, name: str) -> float | None:
         values = [r[name] for r in self.records if name in r]

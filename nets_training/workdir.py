@@ -23,7 +23,8 @@ LOCK_FILE = "train.lock"
 # How long a run that is starting may take to hold its workdir (train.py reads its config and
 # imports JAX first): past this, a workdir that no run holds has none (`nets-eval --watch`).
 START_SECONDS = 30.0
-SUBFOLDERS = ("checkpoints", "tensorboard")  # what a start creates inside the workdir
+BEST_DIR = "best"  # the weights of the run's best evaluation (`checkpoint.BestCheckpointer`)
+SUBFOLDERS = ("checkpoints", "tensorboard", BEST_DIR)  # what a start creates inside the workdir
 CONFIG_FILE = "config.yaml"  # the run's resolved config: resumes, eval.py and export.py read it
 
 

@@ -36,14 +36,16 @@ def workdir(tiny_run):
 
 
 def test_a_checkpoint_evaluates_as_the_run_did(workdir):
-    result = run(f"--workdir={workdir}")
+    # The run's best evaluation (--best: <workdir>/best) is its only one, of its last step.
+    result = run(f"--workdir={workdir}", "--best")
     assert result.returncode == 0, result.stderr
     (record,) = lines(workdir / "eval.jsonl")
     own = [r for r in lines(workdir / "metrics.jsonl") if "eval/top1" in r][-1]
-    assert record["step"] == own["step"] == 3
+    assert record["step"] == own["step"] == 3 and record["best"] is True
     assert {k: record[k] for k in own} == own  # the same figures, to the last bit
     assert record["eval/images"] == 360 and record["ema"] is False
-    assert result.stdout.startswith(f"step 3: eval loss {own['eval/loss']:.4f}, top-1 ")
+    start = f"step 3 (the run's best): eval loss {own['eval/loss']:.4f}, top-1 "
+    assert result.stdout.startswith(start)
 
     # Another step, where the record cannot be written (a read-only or full disk): the figures
     # are printed all the same, and the record's loss is one line.

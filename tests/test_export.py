@@ -63,10 +63,12 @@ def workdir(tiny_run):
 
 @pytest.mark.cpu_only("the artifact is for the CPU (--platforms' default), served on this backend")
 def test_a_runs_export_computes_its_logits_at_any_batch_size(tmp_path, workdir):
+    # The weights of the run's best evaluation (--best), its only one: the newest checkpoint's.
     artifact = tmp_path / "digits.jaxexport"
-    result = run("export.py", f"--workdir={workdir}", f"--out={artifact}", "--probabilities")
+    flags = [f"--workdir={workdir}", "--best", f"--out={artifact}", "--probabilities"]
+    result = run("export.py", *flags)
     assert result.returncode == 0, result.stderr
-    assert f"wrote {artifact}" in result.stdout
+    assert f"wrote {artifact}" in result.stdout and f"{workdir / 'best' / '3'} (" in result.stdout
     info = json.loads(Path(f"{artifact}.json").read_text())
     assert info["input"]["shape"] == ["batch", 8, 8, 1] and info["input"]["dtype"] == "uint8"
     assert info["outputs"] == ["logits", "probabilities"] and info["classes"] == 10
@@ -140,6 +142,12 @@ def test_a_source_and_platforms_that_cannot_be_exported_are_one_line():
     )
     common.check_source("r", None, None)
     common.check_source(None, "w", "resnet50")
+    for flags, named in ((("w", None), "--weights"), ((None, 3), "--step")):
+        assert refused(common.check_best, True, *flags) == (
+            f"--best is the weights of a run's best evaluation: not with {named}"
+        )
+    assert refused(common.check_best, True, None, None, True).endswith("not with --watch")
+    common.check_best(True, None, None)
     assert refused(export.Options, "uint8", False, ("cpu", "bogus")) == (
         "--platforms: 'bogus': give some of cpu, cuda, rocm, tpu"
     )

@@ -13,7 +13,11 @@ import optax
 import orbax.checkpoint as ocp
 import pytest
 
-from nets_training import checkpoint, steps
+from nets_inference import load
+from nets_training import checkpoint, config, loop, steps, teacher
+from nets_training.config import DistillConfig
+from nets_training.errors import UserError
+from tests.helpers import train_tiny_run
 
 
 @flax.struct.dataclass
@@ -95,3 +99,45 @@ def test_a_failed_write_is_said_in_the_operating_systems_words():
     except RuntimeError as wrapped:
         assert checkpoint.os_reason(wrapped) == "Read-only file system"
     assert checkpoint.os_reason(KeyError("state")) == "'state'"
+
+
+def test_the_best_evaluations_weights_are_kept_and_read_by_what_takes_a_run(tmp_path, monkeypatch):
+    # Evaluations scripted by step (top-1 0.5, 0.7, 0.6, then 0.7 again on resuming): the best is
+    # step 2's weights, which a later tie does not replace; eval.py, export.py, fine-tuning and
+    # distillation read them from <workdir>/best.
+    top1 = {1: 0.5, 2: 0.7, 3: 0.6, 4: 0.7}
+
+    def scripted(eval_step, state, batches, mesh):
+        return {"eval/loss": 1.0, "eval/top1": top1[int(state.step)], "eval/top5": 1.0}
+
+    monkeypatch.setattr(loop, "evaluate", scripted)
+    each_step = ["train.eval_every=1", "train.checkpoint_every=1", "train.keep_checkpoints=4"]
+    summary = train_tiny_run(tmp_path, *each_step)
+    assert (summary.best_top1, summary.best_step, summary.final_top1) == (0.7, 2, 0.6)
+    assert "best eval top-1 70.00% at step 2, final 60.00%" in str(summary)
+    assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["2"]
+    best = checkpoint.load_variables(tmp_path / "best")
+    assert_same_state(best, checkpoint.load_variables(tmp_path / "checkpoints" / "2"))
+    resumed = config.load(tmp_path / "config.yaml", ["train.steps=4"])
+    loop.train(resumed, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["2"]
+
+    step, folder = load.best_checkpoint(tmp_path)
+    assert (step, folder) == (2, tmp_path / "best" / "2")
+    assert load.from_workdir(tmp_path, best=True).source.startswith(f"{folder} (resnet20)")
+    assert checkpoint.find_state(tmp_path / "best") == folder / "state"  # finetune.init_from
+    kd, _ = teacher.distiller(
+        DistillConfig(teacher=str(tmp_path / "best")), 10, 1, (0.3046,), (0.3754,), "float32"
+    )
+    assert kd.description.startswith(f"distilling from {folder} (resnet20)")
+
+
+def test_a_run_that_keeps_no_best_says_so_where_it_is_asked_for(tmp_path):
+    train_tiny_run(tmp_path, "train.keep_best=false", "train.steps=1")
+    assert not (tmp_path / "best").exists()
+    with pytest.raises(UserError) as error:
+        load.from_workdir(tmp_path, best=True)
+    assert str(error.value) == (
+        f"{tmp_path / 'best'}: no best weights there (the run has not evaluated yet, or it ran "
+        "with train.keep_best=false)"
+    )

@@ -84,7 +84,7 @@ def main(argv: list[str]) -> None:
                 )
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
             elif _BEST.value:
-                records = [evaluator.evaluate(0, _EMA.value, best=True)]
+                records = [evaluator.evaluate(None, _EMA.value, best=True)]
             else:
                 steps = evaluator.checkpoint_steps()
                 if _STEP.value is None and not steps:

@@ -82,11 +82,11 @@ class Evaluator:
         found = (self.workdir / "checkpoints").glob("*")
         return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
 
-    def evaluate(self, step: int, ema: bool = True, best: bool = False) -> dict[str, Any]:
+    def evaluate(self, step: int | None, ema: bool = True, best: bool = False) -> dict[str, Any]:
         """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
         of the weights when the run kept one and `ema` is set, as the run's evaluation did).
-        `best`: the weights of the run's best evaluation instead (`load.best_checkpoint`), whose
-        step the record gives, with `best` true."""
+        `best`: the weights of the run's best evaluation instead (`load.best_checkpoint`; `step`
+        None), whose step the record gives, with `best` true."""
         started = time.perf_counter()
         if best:
             step, folder = load.best_checkpoint(self.workdir)

@@ -56,6 +56,8 @@ class Checkpointer:
     """Saves and restores a run's position under `directory/<step>/`: the `TrainState` and the
     train metrics not logged yet."""
 
+    RECORD = "log_window"  # the JSON item beside `state`
+
     def __init__(self, directory: Path, keep: int):
         self._manager = ocp.CheckpointManager(
             directory.absolute(),
@@ -66,7 +68,7 @@ class Checkpointer:
             # Named up front so that `item_metadata` can read a checkpoint before restoring it.
             item_handlers={
                 "state": ocp.StandardCheckpointHandler(),
-                "log_window": ocp.JsonCheckpointHandler(),
+                self.RECORD: ocp.JsonCheckpointHandler(),
             },
         )
         self.directory = directory
@@ -237,20 +239,11 @@ class BestCheckpointer(Checkpointer):
     EMA where the run keeps one), `evaluation` its record; a new best replaces it once whole.
     `load_variables(directory)` reads it, and so do `finetune.init_from` and `distill.teacher`."""
 
+    RECORD = "evaluation"
+
     def __init__(self, directory: Path, checkpoints: Checkpointer):
+        super().__init__(directory, keep=1)
         self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
-        self._manager = ocp.CheckpointManager(
-            directory.absolute(),
-            options=ocp.CheckpointManagerOptions(
-                max_to_keep=1, create=True, cleanup_tmp_directories=True
-            ),
-            item_handlers={
-                "state": ocp.StandardCheckpointHandler(),
-                "evaluation": ocp.JsonCheckpointHandler(),
-            },
-        )
-        self.directory = directory
-        self._writing = None
 
     def save(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> None:
         """Writes the weights of `step`, whose evaluation is `evaluation`, and waits for them
@@ -266,7 +259,8 @@ class BestCheckpointer(Checkpointer):
         if jax.process_count() == 1:
             weights = jax.device_get(weights)
         args = ocp.args.Composite(
-            state=ocp.args.StandardSave(weights), evaluation=ocp.args.JsonSave(dict(evaluation))
+            state=ocp.args.StandardSave(weights),
+            evaluation=ocp.args.JsonSave(dict(evaluation)),  # RECORD
         )
         self._writing = step
         try:

@@ -5,7 +5,7 @@
 #
 #     bash bench/gpu_session.sh                 # what is still missing: parts s, t, p
 #     PARTS=ce BUDGET=300 bash bench/gpu_session.sh    # then the compile's A/Bs, attention
-#     PARTS=hm BUDGET=300 bash bench/gpu_session.sh    # then remat, out of memory, if time is left
+#     PARTS=hmk BUDGET=300 bash bench/gpu_session.sh   # then remat, out of memory, distillation
 #     PARTS=stp IMAGES=2 BATCH=2 BATCHES=2 bash bench/gpu_session.sh   # a dry run on a CPU
 #
 # a. the steps with their compile times: ViT-S/16's at BATCH, ResNet-50's at BATCHES (measured on
@@ -36,6 +36,9 @@
 #    issue)
 # m. train.py out of GPU memory (ResNet-50 at batch 8192): the one line that says what needs less,
 #    with the device's name and limit (measured on CPUs only; not asked by an issue)
+# k. what distillation costs a step: DeiT-S distilled with RegNetY-16GF as its teacher (DeiT's
+#    recipe, configs/imagenet_deit_small_distilled.yaml), against the same step untaught (not asked
+#    by an issue)
 # p. load_pretrained's tests of the slow tier on the GPU (item 5: does parity hold there at full
 #    precision?), stopped at its time limit with a summary
 #
@@ -128,3 +131,6 @@ part m 120 "train.py out of memory" \
 part h 150 "remat's memory and time on the GPU" \
     "cached python3 bench/remat_memory.py vit_base_patch16_224 resnet50 --batch $BATCH --dtype bfloat16 \
      --remat true dots_saveable dots_with_no_batch_dims_saveable --time 10"
+part k 180 "distillation's cost: DeiT-S taught by RegNetY-16GF, DeiT's recipe" \
+    "cached python3 bench/train_step.py deit_small_distilled_patch16_224 --batch $BATCH \
+     --dtype bfloat16 --teacher regnet_y_16gf --steps 10"

@@ -11,7 +11,9 @@ convolution through the zoo's Conv) in the same process, step by step interleave
 also times the step with DeiT's device augmentation (random erasing, mixup/cutmix), interleaved
 with the plain one (`--conv ours`, the default, needed); `--torch` adds
 PyTorch's eager CPU step (default and `channels_last` memory formats) for the networks
-`bench/torch_resnet.py` knows, when torch is installed. Each figure is a median over `--steps`.
+`bench/torch_resnet.py` knows, when torch is installed; `--teacher NAME` also times the step
+distilled from that network (train.py's `distill`: its forward on each batch, DeiT's hard loss).
+Each figure is a median over `--steps`.
 `bench/cpu_table.py` prints docs/performance.md's CPU table (four networks) with one command;
 `bench/gpu_table.py` its GPU table, this step against PyTorch's eager and `torch.compile`d steps.
 """
@@ -31,20 +33,22 @@ import optax
 
 import nets_factory
 from nets.layers import Conv
-from nets_training import device_augment, host_memory, initial_state, xla_cpu_flags
+from nets_training import device_augment, distill, host_memory, initial_state, xla_cpu_flags
 from nets_training.config import DataConfig, MixupConfig
 
 
-def make_step(apply, optimizer, augment=None):
-    """`step(params, batch_stats, opt_state, images, labels)` with its state buffers donated.
-    `augment` (`nets_training.device_augment.make_augment`'s): erasing and mixing the batch
-    first, as train.py's step does, with a fixed key (the same work every step)."""
+def make_step(apply, optimizer, augment=None, distiller=None):
+    """`step(params, batch_stats, opt_state, images, labels[, teacher])` with its state buffers
+    donated. `augment` (`nets_training.device_augment.make_augment`'s): erasing and mixing the
+    batch first, as train.py's step does, with a fixed key (the same work every step).
+    `distiller` (`nets_training.distill.Distiller`): its teacher's forward on the batch and the
+    loss train.py's step adds, the teacher's variables the step's last argument."""
 
-    def loss_fn(params, batch_stats, images, labels):
+    def loss_fn(params, batch_stats, images, labels, teacher):
         targets = None
         if augment is not None:
             images, targets = augment(images, labels, jax.random.key(1))
-        (logits, _), updates = apply(
+        (logits, end_points), updates = apply(
             {"params": params, "batch_stats": batch_stats},
             images,
             mutable=["batch_stats"],
@@ -52,11 +56,17 @@ def make_step(apply, optimizer, augment=None):
         )
         if targets is None:
             targets = jax.nn.one_hot(labels, logits.shape[-1])
-        loss = optax.softmax_cross_entropy(logits.astype(jnp.float32), targets)
-        return loss.mean(), updates["batch_stats"]
+        labels_logits, student_logits = distill.heads(logits, end_points)
+        loss = optax.softmax_cross_entropy(labels_logits.astype(jnp.float32), targets).mean()
+        if distiller is not None:
+            taught = distiller.loss(student_logits, distiller.teacher_logits(teacher, images))
+            loss = (1 - distiller.alpha) * loss + distiller.alpha * taught.mean()
+        return loss, updates["batch_stats"]
 
-    def step(params, batch_stats, opt_state, images, labels):
-        grads, batch_stats = jax.grad(loss_fn, has_aux=True)(params, batch_stats, images, labels)
+    def step(params, batch_stats, opt_state, images, labels, teacher=None):
+        grads, batch_stats = jax.grad(loss_fn, has_aux=True)(
+            params, batch_stats, images, labels, teacher
+        )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), batch_stats, opt_state
 
@@ -66,14 +76,14 @@ def make_step(apply, optimizer, augment=None):
 class Timer:
     """One compiled train step and its state; `run()` times one step."""
 
-    def __init__(self, step, variables, optimizer, images, labels):
+    def __init__(self, step, variables, optimizer, images, labels, teacher=None):
         params, batch_stats = variables["params"], variables.get("batch_stats", {})
         opt_state = optimizer.init(params)
+        self.batch = (images, labels) if teacher is None else (images, labels, teacher)
         start = time.perf_counter()
-        self.compiled = step.lower(params, batch_stats, opt_state, images, labels).compile()
+        self.compiled = step.lower(params, batch_stats, opt_state, *self.batch).compile()
         self.compile_s = time.perf_counter() - start
-        self.batch = (images, labels)
-        self.state = self.compiled(params, batch_stats, opt_state, images, labels)  # warm-up
+        self.state = self.compiled(params, batch_stats, opt_state, *self.batch)  # warm-up
         self.times: list[float] = []
 
     def run(self) -> None:
@@ -117,12 +127,15 @@ def build_timers(
     direct=False,
     augment=False,
     channels: int = 3,
+    teacher: str | None = None,
     **network_kwargs: Any,
 ) -> tuple[dict[str, Timer], int]:
     """The compiled steps to compare, by label, and the image size they run at.
 
     `conv`: 'ours' (the zoo's `nets.layers.Conv`), 'flax' (plain `flax.linen.Conv`) or 'both'.
     `augment`: also the zoo's step with DeiT's device augmentation (`DEIT_DEVICE_AUGMENT`).
+    `teacher`: also the zoo's step distilled (hard, as DeiT's) from this network of the registry,
+    random weights in evaluation mode at the step's dtype and image size.
     `channels`: the images' (`bench/stem_channels.py` pads them; the stem's kernel follows).
     `network_kwargs`: the network's own fields (`attention='xla'`), as `get_network_fn` takes them.
     """
@@ -159,7 +172,19 @@ def build_timers(
     for label, step in steps.items():
         copy = jax.tree.map(jnp.copy, variables)
         timers[label] = Timer(step, copy, optimizer, images, labels)
+    if teacher:
+        teacher_fn = nets_factory.get_network_fn(teacher, num_classes, dtype=dtype)
+        with initial_state.random_bits_to_compile_fast():
+            taught = initial_state.run_once(jax.jit(teacher_fn.init), jax.random.key(3), images[:1])
+        identity = ((1.0,) * channels, (0.0,) * channels)
+        distiller = distill.Distiller(teacher_fn, *identity, size, "hard", 1.0, 0.5, teacher)
+        copy = jax.tree.map(jnp.copy, variables)
+        step = make_step(fn.apply, optimizer, distiller=distiller)
+        timers[TAUGHT] = Timer(step, copy, optimizer, images, labels, taught)
     return timers, size
+
+
+TAUGHT = "+ teacher (hard)"
 
 
 def time_augment_alone(batch: int, size: int, num_classes: int, steps: int) -> float:
@@ -245,6 +270,9 @@ def main() -> None:
     parser.add_argument(
         "--torch", action="store_true", help="also time PyTorch (see bench/torch_resnet.py)"
     )
+    parser.add_argument(
+        "--teacher", help="also time the step distilled from this network (train.py's distill)"
+    )
     add_runtime_flags(parser)
     args = parser.parse_args()
     set_runtime(args)
@@ -260,6 +288,7 @@ def main() -> None:
         args.conv,
         args.direct,
         args.augment,
+        teacher=args.teacher,
         **({"attention": args.attention} if args.attention else {}),
     )
     if args.torch:
@@ -282,6 +311,12 @@ def main() -> None:
         print(
             f"  DeiT's device augmentation: {1e3 * (augmented - plain):+.1f} ms a step "
             f"(interleaved), {1e3 * alone:.1f} ms alone"
+        )
+    if args.teacher and "nets.layers.Conv" in medians:
+        plain, taught = medians["nets.layers.Conv"], medians[TAUGHT]
+        print(
+            f"  the teacher, {args.teacher}: {1e3 * (taught - plain):+.1f} ms a step, "
+            f"{taught / plain:.2f}x the step's time"
         )
     baseline = next((b for b in BASELINES if b in medians), None)
     if baseline and len(medians) > 1:

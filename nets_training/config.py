@@ -219,6 +219,10 @@ class OptimConfig:
     bce_target_threshold: float | None = None
     bce_sum: bool = False  # bce: summed over classes (timm's --bce-sum); else averaged over them
     clip_grad_norm: float = 0.0  # > 0: clip the global gradient norm
+    # > 0: adaptive gradient clipping (Brock et al. 2021, for NFNets): each output unit's gradient
+    # norm at most agc x its weights' norm (that at least 1e-3), the classifier left alone, as
+    # timm's --clip-mode agc --clip-grad agc (the paper's 0.01 at batch 4096, 0.02 below 2048).
+    agc: float = 0.0
     ema_decay: float = 0.0  # > 0: keep an EMA of the parameters; evaluation uses it
     # Layer-wise learning-rate decay (BEiT; ConvNeXt's fine-tuning): a parameter at depth d of
     # the network's L depths learns at lr * layer_decay ** (L - 1 - d), d from the network
@@ -268,6 +272,12 @@ class OptimConfig:
             threshold is None or 0 <= threshold < 1, "bce_target_threshold", "must be in [0, 1)"
         )
         _require(self.clip_grad_norm >= 0, "clip_grad_norm", "must be >= 0")
+        _require(self.agc >= 0, "agc", "must be >= 0")
+        _require(
+            not (self.agc and self.clip_grad_norm),
+            "agc",
+            "clip the gradient one way: set clip_grad_norm or agc, not both",
+        )
         _require(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
         _require(0 < self.layer_decay <= 1, "layer_decay", "must be in (0, 1]")
         _require(self.accumulate_steps >= 1, "accumulate_steps", "must be >= 1")

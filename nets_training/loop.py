@@ -315,7 +315,8 @@ def build(config: Config, workdir: Path) -> Run:
     config = dataclasses.replace(config, optim=o)  # config.yaml says the warmup that ran
     k = o.accumulate_steps  # the schedule counts optimizer steps, of k train steps each
     lr = optim.schedule(o, d.batch_size * k, total // k, steps_per_epoch / k)
-    tx = optim.optimizer(o, lr, config.finetune.trainable, nets.train.module)
+    classifier = networks.classifier_params(nets.train) if o.agc else ()
+    tx = optim.optimizer(o, lr, config.finetune.trainable, nets.train.module, classifier)
     prepare = functools.partial(steps.preprocess, image_size=d.image_size, mean=d.mean, std=d.std)
     replicated = sharding.replicated(mesh)
     augment = device_augment.make_augment(

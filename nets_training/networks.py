@@ -1,6 +1,7 @@
 """The networks a config builds: `get_network_fn` for training and for evaluation, at the
 config's compute dtype, with a config's mistakes as one-line errors naming its key."""
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -47,3 +48,18 @@ def network_fns(model: ModelConfig, num_classes: int | None) -> Networks:
         raise UserError(f"model.kwargs: {e}") from None
     check_types(type(networks.train.module), kwargs, "model.kwargs")
     return networks
+
+
+def classifier_params(network_fn: nets_factory.NetworkFn) -> frozenset[str]:
+    """The classifier's parameters by path ('Dense_0/kernel'): those the network has and its
+    features-mode twin (no classes) has not. Abstract traces: nothing is computed."""
+
+    def names(fn: nets_factory.NetworkFn) -> set[str]:
+        size = fn.default_image_size
+        images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
+        params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
+        leaves = jax.tree_util.tree_leaves_with_path(params)
+        return {"/".join(str(k.key) for k in path) for path, _ in leaves}
+
+    features = dataclasses.replace(network_fn, module=network_fn.module.clone(num_classes=0))
+    return frozenset(names(network_fn) - names(features))

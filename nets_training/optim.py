@@ -17,7 +17,7 @@ optimizer steps.
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import flax.linen as nn
 import jax
@@ -109,21 +109,26 @@ def optimizer(
     learning_rate: optax.Schedule,
     trainable: Sequence[str] = (),
     module: nn.Module | None = None,
+    classifier: Collection[str] = (),
 ) -> optax.GradientTransformation:
     """The optimizer `optim.name`, with gradient clipping, layer decay (of `module`'s depths),
     frozen params if `trainable`, and accumulation (`optax.MultiSteps`).
 
     `trainable` regexes are searched in 'params/<module path>/<name>'; params that match none of
-    them get zero updates (and so no decoupled decay either).
+    them get zero updates (and so no decoupled decay either). `classifier`: the paths of the
+    params that adaptive gradient clipping leaves alone (`networks.classifier_params`).
     """
-    tx = _frozen(_base(optim, learning_rate, module), trainable)
+    tx = _frozen(_base(optim, learning_rate, module, classifier), trainable)
     if optim.accumulate_steps > 1:
         return optax.MultiSteps(tx, every_k_schedule=optim.accumulate_steps)
     return tx
 
 
 def _base(
-    optim: OptimConfig, learning_rate: optax.Schedule, module: nn.Module | None
+    optim: OptimConfig,
+    learning_rate: optax.Schedule,
+    module: nn.Module | None,
+    classifier: Collection[str],
 ) -> optax.GradientTransformation:
     wd = optim.decoupled_weight_decay
     if optim.name == "sgd":
@@ -150,9 +155,37 @@ def _base(
         )
     if optim.clip_grad_norm:
         tx = optax.chain(optax.clip_by_global_norm(optim.clip_grad_norm), tx)
+    if optim.agc:
+        tx = optax.chain(adaptive_clipping(optim.agc, classifier), tx)
     if optim.layer_decay < 1:
         tx = optax.chain(tx, scale_by_layer(module, optim.layer_decay))
     return tx
+
+
+def adaptive_clipping(factor: float, classifier: Collection[str]) -> optax.GradientTransformation:
+    """optax's adaptive gradient clipping on every param but the `classifier` paths (timm's
+    train.py leaves its last two parameters, the head's, unclipped; the NFNet paper the final
+    linear layer), with timm's units: a kernel's output channel (its last axis here, its first
+    in PyTorch), a bias or norm vector whole, and each output channel's gain of a
+    weight-standardised convolution alone (`[out, 1, 1, 1]` in timm's `ScaledStdConv2d`, a
+    vector here)."""
+
+    def mask(gains: bool):
+        def clipped(params):
+            return jax.tree_util.tree_map_with_path(
+                lambda p, _: (
+                    path_name(p) not in classifier
+                    and (getattr(p[-1], "key", None) == "gain") == gains
+                ),
+                params,
+            )
+
+        return clipped
+
+    return optax.chain(
+        optax.masked(optax.adaptive_grad_clip(factor), mask(gains=False)),
+        optax.masked(optax.adaptive_grad_clip(factor, axis=()), mask(gains=True)),
+    )
 
 
 def _frozen(tx: optax.GradientTransformation, trainable: Sequence[str]):

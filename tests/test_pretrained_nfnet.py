@@ -3,13 +3,19 @@ under DeepMind's conventions and under timm's own, also dilated (`output_stride`
 convention shown to matter, timm's key layout, and the conventions set by the architecture."""
 
 import functools
+import shutil
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 import pytest
+from safetensors.numpy import load_file, save_file
 
 import nets_factory
 from nets import nfnet
 from nets.layers import avg_pool
+from nets_training import networks, optim
 from nets_weights import architectures, published
 from tests.helpers import XLA_CONVS, assert_dilated_parity
 from tests.test_pretrained import FIXTURES, expected, relative_error
@@ -105,3 +111,47 @@ def test_layout_is_timms():
     assert arch.framework.keys("stages.0.0", "skipinit_gain") == ["stages.0.0.skipinit_gain"]
     assert arch.framework.keys("stages.0.0.conv1", "gain") == ["stages.0.0.conv1.gain"]
     assert arch.preprocessing["crop_mode"] == "squash"
+
+
+def test_adaptive_gradient_clipping_is_timms_on_timms_gradient(tmp_path):
+    # tools/fixtures_nfnet.py agc: the small DeepMind NFNet's cross-entropy gradient in training
+    # mode, and timm's train.py's AGC of it at 0.01 (the classifier, its last two parameters,
+    # left alone). Our network's gradient is timm's; our clipping of timm's gradient is timm's.
+    case = FIXTURES / "parity" / "dm_nfnet_small"
+    train_fn, variables = nets_factory.load_pretrained(
+        PARITY["dm_nfnet_small"], case, is_training=True, **SMALL
+    )
+    reference = load_file(case / "agc.safetensors")
+
+    def as_variables(prefix):  # timm's tensors under our names, converted as its weights are
+        folder = tmp_path / prefix
+        folder.mkdir()
+        tensors = {k[len(prefix) + 1 :]: v for k, v in reference.items() if k.startswith(prefix)}
+        save_file(tensors, folder / "model.safetensors")
+        shutil.copy(case / "config.json", folder)
+        _, converted = nets_factory.load_pretrained(PARITY["dm_nfnet_small"], folder, **SMALL)
+        return converted["params"]
+
+    timms_gradient, timms_clipped = as_variables("grad"), as_variables("clipped")
+    params = published.without_mark(variables)["params"]
+    images = expected("dm_nfnet_small")["images"]
+    labels = jnp.arange(images.shape[0]) % 10
+
+    def loss(params):
+        logits, _ = train_fn.apply({"params": params}, images, rngs={"dropout": jax.random.key(0)})
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    gradient = jax.jit(jax.grad(loss))(params)
+    for ours, theirs in zip(
+        jax.tree.leaves(gradient), jax.tree.leaves(timms_gradient), strict=True
+    ):
+        assert relative_error(ours, theirs) <= 1e-4
+    classifier = networks.classifier_params(train_fn)
+    assert classifier == {"head/fc/kernel", "head/fc/bias"}
+    clip = optim.adaptive_clipping(0.01, classifier)
+    clipped, _ = clip.update(timms_gradient, clip.init(params), params)
+    for ours, theirs in zip(jax.tree.leaves(clipped), jax.tree.leaves(timms_clipped), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-9)
+    before, after = jax.tree.leaves(timms_gradient), jax.tree.leaves(clipped)
+    kept = [np.array_equal(a, b) for a, b in zip(before, after, strict=True)]
+    assert 2 <= sum(kept) < len(kept)  # the head, and parameters within their bound

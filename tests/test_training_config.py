@@ -88,6 +88,7 @@ def test_overrides_reach_nested_kwargs_and_lists_become_tuples(tmp_path):
         ("data: {auto_augment: rand-m9, color_jitter: 0.4}", [], "data.color_jitter: timm turns"),
         ("optim: {bce_target_threshold: 0.2}", [], "optim.bce_target_threshold: needs loss=bce"),
         ("distill: {type: hard}", [], "distill.type: needs distill.teacher, got 'hard'"),
+        ("optim: {agc: 0.01, clip_grad_norm: 1}", [], "optim.agc: clip the gradient one way"),
         ("distill: {teacher: x, alpha: 1.5}", [], "distill.alpha: must be in [0, 1], got 1.5"),
     ],
 )

@@ -172,6 +172,19 @@ def test_gradient_clipping_bounds_the_update():
     updates, _ = tx.update(grads, tx.init(PARAMS), PARAMS)
     assert np.isclose(float(optax.tree.norm(updates)), 0.5, rtol=1e-5)
 
+    # Adaptive clipping: each output unit's update at most 0.01 x its weights' norm (a kernel's
+    # column, a bias whole, a gain's each entry), the classifier's left as it is.
+    agc = OptimConfig(name="sgd", lr=1.0, agc=0.01)
+    params = {**PARAMS, "gain": jnp.array([3.0, -4.0]), "head": {"kernel": jnp.ones((3, 2))}}
+    tx = optim.optimizer(agc, optax.constant_schedule(1.0), classifier=["head/kernel"])
+    grads = jax.tree.map(lambda p: 1e6 * jnp.ones_like(p), params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    columns = np.linalg.norm(updates["Conv_0"]["kernel"], axis=0)
+    np.testing.assert_allclose(columns, 0.01 * np.sqrt(3.0), rtol=1e-5)  # ones: each column's
+    assert np.isclose(np.linalg.norm(updates["Conv_0"]["bias"]), 0.01 * np.sqrt(3.0), rtol=1e-5)
+    np.testing.assert_allclose(np.abs(updates["gain"]), [0.03, 0.04], rtol=1e-5)
+    np.testing.assert_array_equal(updates["head"]["kernel"], -1e6)  # sgd: -lr x the gradient
+
 
 def test_model_dtype_reaches_the_network():
     train_fn, eval_fn = networks.network_fns(ModelConfig(name="resnet18", dtype="bfloat16"), 10)

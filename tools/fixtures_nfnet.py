@@ -12,6 +12,7 @@ ceil mode keeps a last lone pixel.
 import sys
 from dataclasses import replace
 
+import parity
 import torch
 from parity import timm, write_case, write_index, write_output_strides  # noqa: F401  (timm first)
 from timm.models.nfnet import NormFreeNet, _dm_nfnet_cfg, _nfnet_cfg  # noqa: E402
@@ -59,10 +60,44 @@ FULL_SIZE = [
 # shortcut's 2x2 pool of a stage that stops striding is timm's `AvgPool2dSame`).
 OUTPUT_STRIDE = {"dm_nfnet_small": lambda s: small(DM_SMALL, output_stride=s)}
 
+AGC_CLIP = 0.01  # the NFNet paper's clipping factor at batch 4096
+
+
+def write_agc(case: str = "dm_nfnet_small") -> None:
+    """timm's adaptive gradient clipping on the case's network (its written weights): the
+    cross-entropy gradient of its images (labels 0, 1, ...) in training mode, as `grad.<key>`,
+    and that gradient after timm's train.py clips it (`--clip-mode agc --clip-grad 0.01`:
+    `dispatch_clip_grad(model_parameters(model, exclude_head=True), 0.01, 'agc')`, the
+    classifier left alone), as `clipped.<key>`, in `agc.safetensors` (float32)."""
+    from safetensors.numpy import load_file, save_file
+    from timm.models._manipulate import model_parameters
+    from timm.utils import dispatch_clip_grad
+
+    folder = parity.ROOT / "parity" / case
+    model = CASES[case][1]()
+    state = load_file(folder / "model.safetensors")
+    model.load_state_dict({k: torch.from_numpy(v).float() for k, v in state.items()})
+    model.train()
+    images = torch.from_numpy(load_file(folder / "expected.safetensors")["images"])
+    labels = torch.arange(images.shape[0]) % 10
+    loss = torch.nn.functional.cross_entropy(model(images.permute(0, 3, 1, 2)), labels)
+    loss.backward()
+    names = {id(p): k for k, p in model.named_parameters()}
+    out = {f"grad.{names[id(p)]}": p.grad.numpy().copy() for p in model.parameters()}
+    dispatch_clip_grad(model_parameters(model, exclude_head=True), AGC_CLIP, mode="agc")
+    out |= {f"clipped.{names[id(p)]}": p.grad.numpy().copy() for p in model.parameters()}
+    changed = [k for k in state if not (out[f"grad.{k}"] == out[f"clipped.{k}"]).all()]
+    print(f"{case}: AGC at {AGC_CLIP} clipped {len(changed)} of {len(state)} gradients")
+    save_file(out, folder / "agc.safetensors")
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["output_stride"]:  # only `output_stride.safetensors` files written
         for case, build in OUTPUT_STRIDE.items():
             write_output_strides(case, build)
+        sys.exit()
+    if sys.argv[1:] == ["agc"]:  # only `agc.safetensors` written
+        write_agc()
         sys.exit()
     for case, (arch, build, size) in CASES.items():
         write_case(case, arch, build, size, calibration_size=size)

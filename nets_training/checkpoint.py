@@ -58,7 +58,7 @@ class Checkpointer:
 
     RECORD = "log_window"  # the JSON item beside `state`
 
-    def __init__(self, directory: Path, keep: int):
+    def __init__(self, directory: Path, keep: int | None):  # None: all
         self._manager = ocp.CheckpointManager(
             directory.absolute(),
             # The workdir's lock makes this run the only writer: a temporary folder is a leftover.
@@ -242,14 +242,16 @@ class BestCheckpointer(Checkpointer):
     RECORD = "evaluation"
 
     def __init__(self, directory: Path, checkpoints: Checkpointer):
-        super().__init__(directory, keep=1)
+        super().__init__(directory, keep=None)  # `save` removes the one it replaces, once written
         self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
 
     def save(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> None:
         """Writes the weights of `step`, whose evaluation is `evaluation`, and waits for them
         (a new best is rare; the run's own checkpoint writes, waited for first, never overlap
-        it: two writes at once break orbax's barriers across processes). A resumed run that
-        evaluates a step again replaces its weights. Errors as `Checkpointer.save`'s."""
+        it: two writes at once break orbax's barriers across processes); then removes the best
+        it replaces, whatever its step (a resumed run's new best may come before one its
+        stopped predecessor wrote). A resumed run that evaluates a step again replaces its
+        weights. Errors as `Checkpointer.save`'s."""
         self._checkpoints.finish_writing()
         if step in self._manager.all_steps():
             self._manager.delete(step)
@@ -268,6 +270,9 @@ class BestCheckpointer(Checkpointer):
         except Exception as e:
             raise self._write_error(e) from None
         self.finish_writing()
+        for replaced in self._manager.all_steps():
+            if replaced != step:
+                self._manager.delete(replaced)
 
 
 LEFTOVER_SECONDS = 10.0

@@ -141,3 +141,12 @@ def test_a_run_that_keeps_no_best_says_so_where_it_is_asked_for(tmp_path):
         f"{tmp_path / 'best'}: no best weights there (the run has not evaluated yet, or it ran "
         "with train.keep_best=false)"
     )
+
+
+def test_a_new_best_replaces_the_last_whatever_their_steps(tmp_path):
+    # A resumed run's best may come at an earlier step than one its stopped predecessor wrote.
+    best = checkpoint.BestCheckpointer(tmp_path, checkpoint.Checkpointer(tmp_path / "c", keep=1))
+    for step in (5, 3, 3):  # the last: a resumed run evaluating step 3 again
+        best.save(step, small_state().replace(step=jnp.int32(step)), {"eval/top1": 0.5})
+    best.close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.isdigit()] == ["3"]

@@ -56,11 +56,14 @@ def make_step(apply, optimizer, augment=None, distiller=None):
         )
         if targets is None:
             targets = jax.nn.one_hot(labels, logits.shape[-1])
-        labels_logits, student_logits = distill.heads(logits, end_points)
-        loss = optax.softmax_cross_entropy(labels_logits.astype(jnp.float32), targets).mean()
-        if distiller is not None:
-            taught = distiller.loss(student_logits, distiller.teacher_logits(teacher, images))
-            loss = (1 - distiller.alpha) * loss + distiller.alpha * taught.mean()
+
+        def labels_loss(logits):
+            return optax.softmax_cross_entropy(logits.astype(jnp.float32), targets).mean()
+
+        if distiller is None:
+            return labels_loss(logits), updates["batch_stats"]
+        teacher_logits = distiller.teacher_logits(teacher, images)
+        loss, _ = distiller.objective(logits, end_points, labels_loss, teacher_logits)
         return loss, updates["batch_stats"]
 
     def step(params, batch_stats, opt_state, images, labels, teacher=None):

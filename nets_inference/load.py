@@ -77,13 +77,14 @@ def best_checkpoint(workdir: Path) -> tuple[int, Path]:
     """The step and folder of the weights of the run's best evaluation (`train.keep_best`); a
     one-line error when it kept none."""
     folder = workdir / BEST_DIR
-    steps = [int(p.name) for p in folder.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
-    if not steps:
+    try:
+        state = checkpoint.find_state(folder)
+    except UserError:
         raise UserError(
             f"{folder}: no best weights there (the run has not evaluated yet, or it ran with "
             "train.keep_best=false)"
-        )
-    return max(steps), folder / str(max(steps))
+        ) from None
+    return int(state.parent.name), state.parent
 
 
 def run_config(workdir: Path, overrides: Sequence[str] = ()) -> config.Config:

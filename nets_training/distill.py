@@ -3,6 +3,7 @@ for a training batch, and the loss a student learns them by (`nets_training.teac
 teacher)."""
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,20 @@ class Distiller:
         log_p = jax.nn.log_softmax(teacher_logits / t)
         log_q = jax.nn.log_softmax(student_logits / t)
         return jnp.sum(jnp.exp(log_p) * (log_p - log_q), -1) * t**2
+
+    def objective(
+        self,
+        logits: jax.Array,
+        end_points: dict,
+        labels_loss: Callable[[jax.Array], jax.Array],
+        teacher_logits: jax.Array,
+    ) -> tuple[jax.Array, jax.Array]:
+        """`((1 - alpha) x labels_loss(the labels' logits) + alpha x the teacher's part, that
+        part)`: the part the batch mean of `loss` on the logits that learn the teacher
+        (`heads`)."""
+        labels_logits, student_logits = heads(logits, end_points)
+        part = self.loss(student_logits, teacher_logits).mean()
+        return (1 - self.alpha) * labels_loss(labels_logits) + self.alpha * part, part
 
 
 def heads(logits: jax.Array, end_points: dict) -> tuple[jax.Array, jax.Array]:

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 import nets_factory
+from nets_training import optim
 from nets_training.config import ModelConfig, check_types
 from nets_training.errors import UserError
 
@@ -58,8 +59,7 @@ def classifier_params(network_fn: nets_factory.NetworkFn) -> frozenset[str]:
         size = fn.default_image_size
         images = jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32)
         params = jax.eval_shape(fn.init, jax.random.key(0), images)["params"]
-        leaves = jax.tree_util.tree_leaves_with_path(params)
-        return {"/".join(str(k.key) for k in path) for path, _ in leaves}
+        return {optim.path_name(path) for path, _ in jax.tree_util.tree_leaves_with_path(params)}
 
     features = dataclasses.replace(network_fn, module=network_fn.module.clone(num_classes=0))
     return frozenset(names(network_fn) - names(features))

@@ -18,7 +18,7 @@ import optax
 from nets_factory import NetworkFn
 from nets_training.config import OptimConfig
 from nets_training.device_augment import Augment, smoothed_one_hot
-from nets_training.distill import Distiller, heads
+from nets_training.distill import Distiller
 
 AUX_LOSS_WEIGHT = 0.4  # Slim's train_image_classifier.py weighs Inception's aux logits by 0.4
 # The augmentation's key is the step's (dropout's) folded with this: a stream of its own.
@@ -119,7 +119,7 @@ def make_train_step(
 
     With a `distiller`, `teacher` is its variables: the teacher sees the student's images as they
     are augmented, and the loss is `(1 - alpha)` x the labels' plus `alpha` x the teacher's
-    (`Distiller.loss`; the heads of `distill.heads`); `metrics` add `distill_loss` (the teacher's
+    (`Distiller.objective`); `metrics` add `distill_loss` (the teacher's
     part) and `teacher_top1` (the teacher's hits on the unmixed labels).
 
     `augment(images, labels, key) -> (images, targets)` (`device_augment.make_augment`) erases and
@@ -150,11 +150,12 @@ def make_train_step(
         if distiller is None:
             total = classification_loss(logits, end_points, targets, loss)
         else:
-            labels_logits, student_logits = heads(logits, end_points)
-            extra["distill_loss"] = distiller.loss(student_logits, teacher_logits).mean()
-            total = (1 - distiller.alpha) * classification_loss(
-                labels_logits, end_points, targets, loss
-            ) + distiller.alpha * extra["distill_loss"]
+            total, extra["distill_loss"] = distiller.objective(
+                logits,
+                end_points,
+                lambda labels_logits: classification_loss(labels_logits, end_points, targets, loss),
+                teacher_logits,
+            )
         total = total + network_fn.regularization_loss(params)
         return total, (logits, updates.get("batch_stats", {}), extra)
 

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from absl import app, flags, logging
 
-from nets_training import config, preemption, sources
+from nets_training import config, preemption, sources, workdir
 from nets_training.errors import UserError
 
 
@@ -117,13 +117,28 @@ def check_source(workdir: str | None, weights: str | None, model: str | None) ->
         )
 
 
-def check_best(best: bool, weights: str | None, step: int | None, watch: bool = False) -> None:
-    """`--best` names one checkpoint of a run: not with `--weights`, `--step` or `--watch`."""
-    if not best:
-        return
-    for flag, given in (("--weights", weights), ("--step", step is not None), ("--watch", watch)):
+def kept_weights(
+    best: bool, averaged: bool, weights: str | None, step: int | None, watch: bool = False
+) -> str | None:
+    """The run's kept weights that `--best` or `--averaged` names (`workdir.BEST_DIR`,
+    `workdir.AVERAGED_DIR`), None for neither; each is one checkpoint of a run: not with the
+    other, `--weights`, `--step` or `--watch`."""
+    if best and averaged:
+        raise UserError("give --best (the run's best evaluation's weights) or --averaged, not both")
+    if not (best or averaged):
+        return None
+    flag, what = (
+        ("--best", "the weights of a run's best evaluation")
+        if best
+        else (
+            "--averaged",
+            "the average nets-average wrote of a run's weights",
+        )
+    )
+    for other, given in (("--weights", weights), ("--step", step is not None), ("--watch", watch)):
         if given:
-            raise UserError(f"--best is the weights of a run's best evaluation: not with {flag}")
+            raise UserError(f"{flag} is {what}: not with {other}")
+    return workdir.BEST_DIR if best else workdir.AVERAGED_DIR
 
 
 def check_eval_data(weights: str | None, config_file: str | None) -> None:
@@ -136,3 +151,24 @@ def check_eval_data(weights: str | None, config_file: str | None) -> None:
             "--config is for --weights; a run (--workdir) evaluates with its own config.yaml: "
             "change a key with --set (e.g. --set data.dir=NEW)"
         )
+
+
+def report(record: Mapping[str, Any], what: str, append: Callable[[Any], None]) -> int:
+    """Prints an evaluation `record` of `what` (a step, weights) in one line, then keeps it with
+    `append`; 1 when that fails (a read-only or full disk: the figures are out, the record
+    lost, said in one line), else 0."""
+    print(
+        f"{what}: eval loss {record['eval/loss']:.4f}, top-1 {100 * record['eval/top1']:.2f}%, "
+        f"top-5 {100 * record['eval/top5']:.2f}% on {record['eval/images']} images in "
+        f"{record['eval/seconds']:.1f} s",
+        flush=True,
+    )
+    try:
+        append(record)
+    except OSError as e:
+        print(
+            f"{program()}: the record was not written ({e.filename}: {e.strerror or e})",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

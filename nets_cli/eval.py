@@ -4,6 +4,7 @@
     nets-eval --workdir=runs/r50                      # the run's newest checkpoint
     nets-eval --workdir=runs/r50 --step=900 --noema
     nets-eval --workdir=runs/r50 --best               # the weights of its best evaluation
+    nets-eval --workdir=runs/r50 --averaged           # the average nets-average wrote
     nets-eval --workdir=runs/r50 --watch              # each new checkpoint, until the last step
     nets-eval --weights=resnet50.a1_in1k \\
         --config=configs/imagenet_resnet50.yaml       # with the weights' own preprocessing
@@ -25,6 +26,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
 _STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
 _BEST = flags.DEFINE_bool(
     "best", False, "The weights of the run's best evaluation (<workdir>/best)."
+)
+_AVERAGED = flags.DEFINE_bool(
+    "averaged", False, "The average nets-average wrote of the run's weights (<workdir>/averaged)."
 )
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
@@ -58,7 +62,9 @@ def main(argv: list[str]) -> None:
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
         common.check_eval_data(_WEIGHTS.value, _CONFIG.value)
-        common.check_best(_BEST.value, _WEIGHTS.value, _STEP.value, _WATCH.value)
+        kept = common.kept_weights(
+            _BEST.value, _AVERAGED.value, _WEIGHTS.value, _STEP.value, _WATCH.value
+        )
         if _WEIGHTS.value:
             cfg = config.load(Path(_CONFIG.value), _SET.value)
             common.check_overrides(
@@ -83,8 +89,8 @@ def main(argv: list[str]) -> None:
                     flush=True,
                 )
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
-            elif _BEST.value:
-                records = [evaluator.evaluate(None, _EMA.value, best=True)]
+            elif kept:
+                records = [evaluator.evaluate(None, _EMA.value, kept=kept)]
             else:
                 steps = evaluator.checkpoint_steps()
                 if _STEP.value is None and not steps:
@@ -94,21 +100,8 @@ def main(argv: list[str]) -> None:
         for record in records:
             what = f"step {record['step']}" if "step" in record else record["weights"]
             what += " (the run's best)" if record.get("best") else ""
-            print(
-                f"{what}: eval loss {record['eval/loss']:.4f}, "
-                f"top-1 {100 * record['eval/top1']:.2f}%, top-5 {100 * record['eval/top5']:.2f}% "
-                f"on {record['eval/images']} images in {record['eval/seconds']:.1f} s",
-                flush=True,
-            )
-            try:  # the figures are out first: a read-only or full disk loses only the record
-                append(record)
-            except OSError as e:
-                where = e.filename or _WORKDIR.value
-                print(
-                    f"{common.program()}: the record was not written ({where}: {e.strerror or e})",
-                    file=sys.stderr,
-                )
-                exit_code = 1
+            what += " (averaged)" if record.get("averaged") else ""
+            exit_code = max(exit_code, common.report(record, what, append))
     except (UserError, ValueError) as e:  # OutOfMemory and PeerLost: exit status 1
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 2))

@@ -4,6 +4,7 @@
 
     nets-export --workdir=runs/r50 --out=r50.jaxexport          # the newest checkpoint
     nets-export --workdir=runs/r50 --step=900 --noema --out=r50-900.jaxexport
+    nets-export --workdir=runs/r50 --best --out=r50.jaxexport   # its best evaluation's weights
     nets-export --weights=resnet50.a1_in1k --out=r50.jaxexport  # published weights, by name
     nets-export ... --input_dtype=float32 --probabilities --platforms=cpu,cuda
 
@@ -26,6 +27,9 @@ _STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (def
 _BEST = flags.DEFINE_bool(
     "best", False, "With --workdir: the weights of the run's best evaluation (<workdir>/best)."
 )
+_AVERAGED = flags.DEFINE_bool(
+    "averaged", False, "With --workdir: the average nets-average wrote (<workdir>/averaged)."
+)
 _EMA = flags.DEFINE_bool("ema", True, "With --workdir: the EMA weights, when the run kept them.")
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
@@ -45,7 +49,7 @@ def main(argv: list[str]) -> None:
 
     try:
         common.check_source(_WORKDIR.value, _WEIGHTS.value, _MODEL.value)
-        common.check_best(_BEST.value, _WEIGHTS.value, _STEP.value)
+        kept = common.kept_weights(_BEST.value, _AVERAGED.value, _WEIGHTS.value, _STEP.value)
         common.require(_OUT, "the artifact to write, e.g. --out=r50.jaxexport")
         from nets_inference import export, load  # after the flags are checked: imports JAX
 
@@ -53,7 +57,7 @@ def main(argv: list[str]) -> None:
         if _WEIGHTS.value:
             network = load.from_weights(_MODEL.value, _WEIGHTS.value)
         else:
-            network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value, best=_BEST.value)
+            network = load.from_workdir(_WORKDIR.value, _STEP.value, _EMA.value, kept=kept)
         exported = export.export(network, options)
         info = export.metadata(network, options, exported)
         path = export.write(_OUT.value, exported, info)

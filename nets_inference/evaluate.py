@@ -82,14 +82,17 @@ class Evaluator:
         found = (self.workdir / "checkpoints").glob("*")
         return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
 
-    def evaluate(self, step: int | None, ema: bool = True, best: bool = False) -> dict[str, Any]:
+    def evaluate(
+        self, step: int | None, ema: bool = True, kept: str | None = None
+    ) -> dict[str, Any]:
         """The record of checkpoint `step`: loss, top-1, top-5, images, seconds (with the EMA
         of the weights when the run kept one and `ema` is set, as the run's evaluation did).
-        `best`: the weights of the run's best evaluation instead (`load.best_checkpoint`; `step`
-        None), whose step the record gives, with `best` true."""
+        `kept`: the weights it names instead (`load.kept_checkpoint`: `BEST_DIR`, the run's best
+        evaluation's, or `AVERAGED_DIR`; `step` None), whose step the record gives, with `kept`
+        true (`"best": true`, `"averaged": true`)."""
         started = time.perf_counter()
-        if best:
-            step, folder = load.best_checkpoint(self.workdir)
+        if kept:
+            step, folder = load.kept_checkpoint(self.workdir, kept)
         else:
             folder = load.checkpoint_folder(self.workdir, step)
         variables = checkpoint.load_variables(folder, use_ema=ema)
@@ -102,7 +105,7 @@ class Evaluator:
             "eval/images": self.images,
             "eval/seconds": round(time.perf_counter() - started, 3),
             "ema": ema and self.config.optim.ema_decay > 0,
-            **({"best": True} if best else {}),
+            **({kept: True} if kept else {}),
         }
 
     def append(self, record: dict[str, Any]) -> None:

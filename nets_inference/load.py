@@ -13,7 +13,7 @@ from typing import Any
 import nets_factory
 from nets_training import checkpoint, config, networks
 from nets_training.errors import UserError
-from nets_training.workdir import BEST_DIR, CONFIG_FILE
+from nets_training.workdir import AVERAGED_DIR, BEST_DIR, CONFIG_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,17 +41,17 @@ def from_workdir(
     step: int | None = None,
     ema: bool = True,
     dtype: str | None = None,
-    best: bool = False,
+    kept: str | None = None,
 ) -> Network:
     """The network a training run wrote: `workdir/config.yaml` says which network and inputs,
-    the checkpoint at `step` (default: the newest; `best`: the weights of the run's best
-    evaluation) holds its variables (the EMA's when the run kept one and `ema` is set, as the
-    run's own evaluation used). `dtype`: the compute dtype (`model.dtype`'s values), None: the
-    run's."""
+    the checkpoint at `step` (default: the newest) holds its variables, or the weights `kept`
+    names (`BEST_DIR`: those of the run's best evaluation; `AVERAGED_DIR`: `nets-average`'s);
+    the EMA's when the run kept one and `ema` is set, as the run's own evaluation used. `dtype`:
+    the compute dtype (`model.dtype`'s values), None: the run's."""
     workdir = Path(workdir).expanduser()
     cfg = run_config(workdir)
-    if best:
-        where = best_checkpoint(workdir)[1]
+    if kept:
+        where = kept_checkpoint(workdir, kept)[1]
     else:
         where = workdir if step is None else checkpoint_folder(workdir, step)
     variables = checkpoint.load_variables(where, use_ema=ema)
@@ -73,17 +73,23 @@ def checkpoint_folder(workdir: Path, step: int) -> Path:
     return folder
 
 
-def best_checkpoint(workdir: Path) -> tuple[int, Path]:
-    """The step and folder of the weights of the run's best evaluation (`train.keep_best`); a
-    one-line error when it kept none."""
-    folder = workdir / BEST_DIR
+# Why a run's folder of kept weights may hold none.
+_NONE_KEPT = {
+    BEST_DIR: "the run has not evaluated yet, or it ran with train.keep_best=0",
+    AVERAGED_DIR: "nets-average (average.py in a checkout) writes them",
+}
+
+
+def kept_checkpoint(workdir: Path, kept: str) -> tuple[int, Path]:
+    """The step and folder of the weights `kept` names (`BEST_DIR`: the best of the run's best
+    evaluations; `AVERAGED_DIR`: the average `nets-average` wrote, at the newest step it
+    averaged); a one-line error when the run has none."""
+    folder = workdir / kept
     try:
         state = checkpoint.find_state(folder)
     except UserError:
-        raise UserError(
-            f"{folder}: no best weights there (the run has not evaluated yet, or it ran with "
-            "train.keep_best=false)"
-        ) from None
+        what = "best" if kept == BEST_DIR else kept
+        raise UserError(f"{folder}: no {what} weights there ({_NONE_KEPT[kept]})") from None
     return int(state.parent.name), state.parent
 
 

@@ -16,13 +16,14 @@ of another configuration (other shapes) stops the run, naming the variable that 
 
 import dataclasses
 import itertools
+import json
 import logging as std_logging
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,6 +74,7 @@ class Checkpointer:
         )
         self.directory = directory
         self._writing: int | None = None  # the step whose write may still be in flight
+        self._failed = False  # a write failed: `close` removes what it left
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
@@ -118,7 +120,7 @@ class Checkpointer:
         self._writing = None
 
     def _write_error(self, error: Exception) -> UserError:
-        step, self._writing = self._writing, None
+        step, self._writing, self._failed = self._writing, None, True
         last = self.last_complete_step()
         kept = f"the last complete checkpoint is step {last}" if last else "no checkpoint is saved"
         return UserError(
@@ -212,57 +214,41 @@ class Checkpointer:
     def _remove_leftovers(self) -> None:
         """Removes what failed writes left: their temporary folders (the workdir's lock makes
         this run the only writer), which a full disk would otherwise keep. After a failure orbax
-        does not wait for the write's other items, whose threads may still be writing there and
-        recreate a removed folder: once any was found, the folders must stay away for
-        `LEFTOVER_QUIET_SECONDS`, tried for up to `LEFTOVER_SECONDS`."""
-        if jax.process_index() != 0:
+        does not wait for the write's other items, whose threads may still be creating or
+        writing there (a removed folder comes back; one not made yet appears later): after a
+        failed write the folders must stay away for `LEFTOVER_QUIET_SECONDS`, tried for up to
+        `LEFTOVER_SECONDS`."""
+        if jax.process_index() != 0 or not self._failed:
             return
         deadline = time.monotonic() + LEFTOVER_SECONDS
-        found, quiet_until = False, None
+        quiet_until = time.monotonic() + LEFTOVER_QUIET_SECONDS
         while time.monotonic() < deadline:
             if leftovers := list(self.directory.glob("*.orbax-checkpoint-tmp*")):
                 for leftover in leftovers:
                     shutil.rmtree(leftover, ignore_errors=True)
-                found, quiet_until = True, None
-            elif not found:  # no write failed
-                return
-            elif quiet_until is None:
                 quiet_until = time.monotonic() + LEFTOVER_QUIET_SECONDS
             elif time.monotonic() >= quiet_until:
                 return
             time.sleep(0.05)
 
 
-class BestCheckpointer(Checkpointer):
-    """The weights of the run's best evaluation so far (highest eval top-1) under
-    `directory/<step>/`: `state` holds what evaluation reads (params, BatchNorm statistics, the
-    EMA where the run keeps one), `evaluation` its record; a new best replaces it once whole.
-    `load_variables(directory)` reads it, and so do `finetune.init_from` and `distill.teacher`."""
+class KeptWeights(Checkpointer):
+    """Weights kept apart from the run's checkpoints, under `directory/<step>/`: `state` holds
+    what evaluation reads (params, BatchNorm statistics, the EMA where the run keeps one), and
+    `RECORD` (JSON) why they are kept."""
 
-    RECORD = "evaluation"
+    def __init__(self, directory: Path):
+        super().__init__(directory, keep=None)  # its writers remove what they replace
 
-    def __init__(self, directory: Path, checkpoints: Checkpointer):
-        super().__init__(directory, keep=None)  # `save` removes the one it replaces, once written
-        self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
-
-    def save(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> None:
-        """Writes the weights of `step`, whose evaluation is `evaluation`, and waits for them
-        (a new best is rare; the run's own checkpoint writes, waited for first, never overlap
-        it: two writes at once break orbax's barriers across processes); then removes the best
-        it replaces, whatever its step (a resumed run's new best may come before one its
-        stopped predecessor wrote). A resumed run that evaluates a step again replaces its
-        weights. Errors as `Checkpointer.save`'s."""
-        self._checkpoints.finish_writing()
+    def write(self, step: int, weights: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """Writes `weights` at `step` (atomically, and waits), in place of any there."""
         if step in self._manager.all_steps():
             self._manager.delete(step)
-        weights = {"params": state.params, "batch_stats": state.batch_stats}
-        if state.ema_params:
-            weights["ema_params"] = state.ema_params
         if jax.process_count() == 1:
             weights = jax.device_get(weights)
         args = ocp.args.Composite(
-            state=ocp.args.StandardSave(weights),
-            evaluation=ocp.args.JsonSave(dict(evaluation)),  # RECORD
+            state=ocp.args.StandardSave(dict(weights)),
+            **{self.RECORD: ocp.args.JsonSave(dict(record))},
         )
         self._writing = step
         try:
@@ -270,9 +256,71 @@ class BestCheckpointer(Checkpointer):
         except Exception as e:
             raise self._write_error(e) from None
         self.finish_writing()
-        for replaced in self._manager.all_steps():
-            if replaced != step:
-                self._manager.delete(replaced)
+
+    def remove_all_but(self, steps: Collection[int]) -> None:
+        for step in self._manager.all_steps():
+            if step not in steps:
+                self._manager.delete(step)
+
+
+class AveragedWeights(KeptWeights):
+    """`nets-average`'s average of a run's weights (`averaging`); the record says which steps."""
+
+    RECORD = "averaged"
+
+
+class BestCheckpointer(KeptWeights):
+    """The weights of the run's `keep` best evaluations so far (highest eval top-1, the earlier
+    of equals ranked higher; timm's checkpoint history), each with its evaluation's record.
+    `load_variables(directory)` reads the best of them, and so do `finetune.init_from` and
+    `distill.teacher`; `nets-average` averages them."""
+
+    RECORD = "evaluation"
+
+    def __init__(self, directory: Path, checkpoints: Checkpointer, keep: int = 1):
+        super().__init__(directory)
+        self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
+        self._keep = keep
+        # Read once, by every process alike, before any write: each then decides the same.
+        self._kept = kept_evaluations(directory)
+
+    def offer(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> bool:
+        """Keeps the weights of `step`, whose evaluation is `evaluation`, when it ranks among the
+        `keep` best (a resumed run that evaluates a step again replaces its weights); returns
+        whether it did. Writes and waits (rare; the run's own checkpoint writes, waited for
+        first, never overlap it: two writes at once break orbax's barriers across processes),
+        then removes the weights that fell out of the `keep` best, whatever their steps (a
+        resumed run's may come before those its stopped predecessor wrote). Errors as
+        `Checkpointer.save`'s."""
+        others = {s: r for s, r in self._kept.items() if s != step}
+        ranked = sorted([*others.items(), (step, dict(evaluation))], key=rank)
+        if step not in dict(ranked[: self._keep]):
+            return False
+        self._checkpoints.finish_writing()
+        weights = {"params": state.params, "batch_stats": state.batch_stats}
+        if state.ema_params:
+            weights["ema_params"] = state.ema_params
+        self.write(step, weights, evaluation)
+        self._kept = dict(ranked[: self._keep])
+        self.remove_all_but(self._kept)
+        return True
+
+
+def rank(item: tuple[int, Mapping[str, float]]) -> tuple[float, int]:
+    """The order of kept evaluations `(step, record)`: highest top-1 first, the earlier of
+    equals first."""
+    step, record = item
+    return -record["eval/top1"], step
+
+
+def kept_evaluations(directory: Path) -> dict[int, dict[str, float]]:
+    """Step -> evaluation record of the weights a `BestCheckpointer` kept in `directory`."""
+    kept = {}
+    for folder in directory.glob("*"):
+        record = folder / BestCheckpointer.RECORD / "metadata"
+        if folder.name.isdigit() and (folder / "state").is_dir() and record.is_file():
+            kept[int(folder.name)] = json.loads(record.read_text())
+    return kept
 
 
 LEFTOVER_SECONDS = 10.0
@@ -362,7 +410,8 @@ def _state_target(like: TrainState, saved: Mapping[str, Any]) -> dict[str, Any]:
 def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
     """The `state` folder of the checkpoint that `path` names.
 
-    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, or one `<step>` folder;
+    Accepts a workdir (its latest checkpoint), its `checkpoints/` folder, one `<step>` folder,
+    or a folder of kept weights (`<workdir>/best`: the best evaluation's; `<workdir>/averaged`);
     `key` names the setting in the error when there is none.
     """
     given = path
@@ -373,7 +422,10 @@ def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
         steps = [int(p.name) for p in path.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
         if not steps:
             raise UserError(f"{key}: no checkpoint found at {given}")
-        path = path / str(max(steps))
+        if kept := kept_evaluations(path):  # `<workdir>/best`: the best of those kept
+            path = path / str(min(kept.items(), key=rank)[0])
+        else:
+            path = path / str(max(steps))
     return path / "state"
 
 

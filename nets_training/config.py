@@ -295,9 +295,10 @@ class TrainConfig:
     log_every: int = 50  # steps between training records (metrics.jsonl, TensorBoard, console)
     checkpoint_every: int = 1000  # steps between checkpoints; the run also saves at the end
     keep_checkpoints: int = 3  # the most recent checkpoints kept in <workdir>/checkpoints
-    # The weights of the best evaluation so far (eval top-1) kept in <workdir>/best as well, for
-    # eval.py --best, export.py --best, finetune.init_from and distill.teacher (<workdir>/best).
-    keep_best: bool = True
+    # The weights of the N best evaluations so far (eval top-1; timm's checkpoint history) kept in
+    # <workdir>/best, for eval.py --best, export.py --best, finetune.init_from and
+    # distill.teacher (<workdir>/best: the best of them), and nets-average (all of them); 0: none.
+    keep_best: int = 1
     seed: int = 0  # initialisation, data order, augmentation and dropout
 
     def __post_init__(self):
@@ -306,13 +307,15 @@ class TrainConfig:
         _require(self.eval_every >= 0, "eval_every", "must be >= 0")
         for key in ("log_every", "checkpoint_every", "keep_checkpoints"):
             _require(getattr(self, key) >= 1, key, "must be >= 1")
+        _require(self.keep_best >= 0, "keep_best", "must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig:
     """Start from another run's weights. Paths are 'params/Dense_0/kernel', searched by regex."""
 
-    # A workdir, its checkpoints/ folder or one checkpoints/<step>; or published weights: a
+    # A workdir, its checkpoints/ folder, one checkpoints/<step>, its best/ (the best
+    # evaluation's weights) or averaged/ (nets-average's); or published weights: a
     # .safetensors / .pth / .h5 file, a Hugging Face folder, or a name or URL downloaded once
     # (resnet50.a1_in1k, hf-hub:timm/resnet50.a1_in1k; see nets_factory.load_pretrained).
     init_from: str | None = None
@@ -338,8 +341,9 @@ class DistillConfig:
     timm's token distillation; any other student learns both with its logits."""
 
     # The teacher: a training workdir (its config and newest checkpoint, the EMA where it kept
-    # one), or published weights as finetune.init_from takes them (regnety_160.deit_in1k, a file,
-    # a folder, a URL). Its classes must be the student's. None: no distillation.
+    # one; or its checkpoints/<step>, best/ or averaged/), or published weights as
+    # finetune.init_from takes them (regnety_160.deit_in1k, a file, a folder, a URL). Its classes
+    # must be the student's. None: no distillation.
     teacher: str | None = None
     # Published weights only (a workdir's config says both): the teacher's network where the
     # weights do not name it, as model.name.
@@ -450,6 +454,10 @@ RENAMED_WHY = {
     "the L2 penalty in the loss is model.weight_decay"
 }
 
+# Switches that became counts: the earlier versions' true and false (a run's config.yaml, when
+# it resumes) read as 1 and 0.
+COUNTS_ONCE_SWITCHES = ("train.keep_best",)
+
 # The configs the project ships: `configs/` beside the packages in a checkout (and an editable
 # install); inside this package in a wheel, where pyproject.toml's package-dir puts them.
 _HERE = Path(__file__).resolve().parent
@@ -544,13 +552,20 @@ def _build(cls: type, tree: Any, path: str) -> Any:
                 f"unknown config key {_join(path, key)!r}{hint}; valid keys {where}: "
                 f"{', '.join(names)}"
             )
-    values = {k: _convert(hints[k], v, _join(path, k)) for k, v in tree.items()}
+    values = {
+        k: _convert(hints[k], _count_once_switch(v, _join(path, k)), _join(path, k))
+        for k, v in tree.items()
+    }
     try:
         return cls(**values)
     except _Invalid as e:
         value = _lookup(values, e.key)
         shown = "" if value is _MISSING else f", got {value!r}"
         raise UserError(f"{_join(path, e.key)}: {e.message}{shown}") from None
+
+
+def _count_once_switch(value: Any, key: str) -> Any:
+    return int(value) if isinstance(value, bool) and key in COUNTS_ONCE_SWITCHES else value
 
 
 _MISSING = object()

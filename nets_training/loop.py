@@ -267,7 +267,7 @@ class Run:
     batches: grain.DatasetIterator  # global batches, on the devices
     eval_batches: Callable[[], grain.IterDataset]  # host batches (`data.eval_batches`)
     checkpoints: checkpoint.Checkpointer
-    best: checkpoint.BestCheckpointer | None  # train.keep_best: the best evaluation's weights
+    best: checkpoint.BestCheckpointer | None  # train.keep_best: the best evaluations' weights
     state: steps.TrainState
     teacher: dict | None  # the teacher's variables on the devices (`distill.teacher`), or None
     window: Window  # the train metrics that the next record averages
@@ -380,7 +380,11 @@ def build(config: Config, workdir: Path) -> Run:
             data.eval_batches, dataset, d, d.image_size, local_eval_batch, *where
         ),
         checkpoints=checkpoints,
-        best=checkpoint.BestCheckpointer(workdir / BEST_DIR, checkpoints) if t.keep_best else None,
+        best=(
+            checkpoint.BestCheckpointer(workdir / BEST_DIR, checkpoints, t.keep_best)
+            if t.keep_best
+            else None
+        ),
         state=state,
         teacher=teacher_variables,
         window=Window(restored.log_window if restored else []),
@@ -695,13 +699,12 @@ def input_bound_line(waiting: float, d: DataConfig, cpus: int) -> str:
 
 
 def log_eval(run: Run, step: int, log: MetricsLog, console: Console) -> None:
-    """An evaluation record, and its line on the console; the weights to `run.best` when their
-    top-1 is the run's best yet (the first of equals)."""
-    best = log.best("eval/top1")
+    """An evaluation record, and its line on the console; the weights offered to `run.best`,
+    which keeps them where their top-1 ranks among the run's best."""
     metrics = evaluate(run.eval_step, run.state, run.eval_batches(), run.mesh)
     log.write(step, metrics)
-    if run.best is not None and (best is None or metrics["eval/top1"] > best):
-        run.best.save(step, run.state, metrics)
+    if run.best is not None:
+        run.best.offer(step, run.state, metrics)
     console.print(
         f"step {step}: eval loss {metrics['eval/loss']:.4f}, "
         f"top-1 {100 * metrics['eval/top1']:.2f}%, top-5 {100 * metrics['eval/top5']:.2f}%"

@@ -18,7 +18,7 @@ from nets_inference import load
 from nets_training.config import DistillConfig
 from nets_training.distill import Distiller
 from nets_training.errors import UserError
-from nets_training.workdir import BEST_DIR, CONFIG_FILE
+from nets_training.workdir import AVERAGED_DIR, BEST_DIR, CONFIG_FILE
 
 
 def distiller(
@@ -87,8 +87,8 @@ def _network(distill: DistillConfig, dtype: str) -> load.Network:
             if getattr(distill, key):
                 raise UserError(f"distill.{key}: {run}/{CONFIG_FILE} says the teacher's network")
         try:
-            if step == BEST_DIR:
-                return load.from_workdir(run, dtype=dtype, best=True)
+            if isinstance(step, str):
+                return load.from_workdir(run, dtype=dtype, kept=step)
             return load.from_workdir(run, step, dtype=dtype)
         except UserError as e:
             raise UserError(f"distill.teacher: {e}") from None
@@ -107,12 +107,14 @@ def _network(distill: DistillConfig, dtype: str) -> load.Network:
 
 def _run(path: Path) -> tuple[Path, int | str | None] | None:
     """`(workdir, step)` where `path` is a training run's workdir, its `checkpoints/` folder (the
-    newest checkpoint: step None), one `checkpoints/<step>` folder, or its best evaluation's
-    weights (`<workdir>/best`: step 'best'); else None."""
+    newest checkpoint: step None), one `checkpoints/<step>` folder, or its kept weights
+    (`<workdir>/best`, the best evaluation's, and `<workdir>/averaged`: step the folder's
+    name); else None."""
     if (path / CONFIG_FILE).is_file():
         return path, None
-    if path.name in ("checkpoints", BEST_DIR) and (path.parent / CONFIG_FILE).is_file():
-        return path.parent, None if path.name == "checkpoints" else BEST_DIR
+    kept = ("checkpoints", BEST_DIR, AVERAGED_DIR)
+    if path.name in kept and (path.parent / CONFIG_FILE).is_file():
+        return path.parent, None if path.name == "checkpoints" else path.name
     workdir = path.parent.parent
     if (
         path.parent.name == "checkpoints"

@@ -23,7 +23,8 @@ LOCK_FILE = "train.lock"
 # How long a run that is starting may take to hold its workdir (train.py reads its config and
 # imports JAX first): past this, a workdir that no run holds has none (`nets-eval --watch`).
 START_SECONDS = 30.0
-BEST_DIR = "best"  # the weights of the run's best evaluation (`checkpoint.BestCheckpointer`)
+BEST_DIR = "best"  # the weights of the run's best evaluations (`checkpoint.BestCheckpointer`)
+AVERAGED_DIR = "averaged"  # `nets-average`'s average of the run's weights
 SUBFOLDERS = ("checkpoints", "tensorboard", BEST_DIR)  # what a start creates inside the workdir
 CONFIG_FILE = "config.yaml"  # the run's resolved config: resumes, eval.py and export.py read it
 

@@ -143,11 +143,12 @@ def test_a_source_and_platforms_that_cannot_be_exported_are_one_line():
     common.check_source("r", None, None)
     common.check_source(None, "w", "resnet50")
     for flags, named in ((("w", None), "--weights"), ((None, 3), "--step")):
-        assert refused(common.check_best, True, *flags) == (
+        assert refused(common.kept_weights, True, False, *flags) == (
             f"--best is the weights of a run's best evaluation: not with {named}"
         )
-    assert refused(common.check_best, True, None, None, True).endswith("not with --watch")
-    common.check_best(True, None, None)
+    assert refused(common.kept_weights, True, False, None, None, True).endswith("with --watch")
+    assert common.kept_weights(True, False, None, None) == "best"
+    assert common.kept_weights(False, True, None, None) == "averaged"
     assert refused(export.Options, "uint8", False, ("cpu", "bogus")) == (
         "--platforms: 'bogus': give some of cpu, cuda, rocm, tpu"
     )

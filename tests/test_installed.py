@@ -107,12 +107,17 @@ def test_installed_programs_work_from_any_folder(installed, tmp_path):
         "--compilation_cache=",
         "--config=default.yaml",  # a shipped config, by name
         f"--set={TINY_NETWORK}",
-        "--set=train.steps=1",
+        "--set=train.steps=2",
+        "--set=train.checkpoint_every=1",
         cwd=tmp_path,
         env=env,
     )
-    assert "step 1" in trained.stdout + trained.stderr
+    assert "step 2" in trained.stdout + trained.stderr
     assert (tmp_path / "run" / "config.yaml").is_file()
+    averaged = run(installed / "nets-average", "--workdir=run", "--last=2", cwd=tmp_path, env=env)
+    first, second = averaged.stdout.splitlines()
+    assert first == "averaged steps 2, 1, the run's 2 newest checkpoints: run/averaged/2"
+    assert second.startswith("step 2 (averaged): eval loss ") and averaged.stderr == ""
     exported = run(
         installed / "nets-export", "--workdir=run", "--out=tiny.jaxexport", cwd=tmp_path, env=env
     )

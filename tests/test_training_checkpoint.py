@@ -17,6 +17,7 @@ from nets_inference import load
 from nets_training import checkpoint, config, loop, steps, teacher
 from nets_training.config import DistillConfig
 from nets_training.errors import UserError
+from nets_training.workdir import BEST_DIR
 from tests.helpers import train_tiny_run
 
 
@@ -122,9 +123,9 @@ def test_the_best_evaluations_weights_are_kept_and_read_by_what_takes_a_run(tmp_
     loop.train(resumed, tmp_path)
     assert sorted(p.name for p in (tmp_path / "best").iterdir()) == ["2"]
 
-    step, folder = load.best_checkpoint(tmp_path)
+    step, folder = load.kept_checkpoint(tmp_path, BEST_DIR)
     assert (step, folder) == (2, tmp_path / "best" / "2")
-    assert load.from_workdir(tmp_path, best=True).source.startswith(f"{folder} (resnet20)")
+    assert load.from_workdir(tmp_path, kept=BEST_DIR).source.startswith(f"{folder} (resnet20)")
     assert checkpoint.find_state(tmp_path / "best") == folder / "state"  # finetune.init_from
     kd, _ = teacher.distiller(
         DistillConfig(teacher=str(tmp_path / "best")), 10, 1, (0.3046,), (0.3754,), "float32"
@@ -133,20 +134,39 @@ def test_the_best_evaluations_weights_are_kept_and_read_by_what_takes_a_run(tmp_
 
 
 def test_a_run_that_keeps_no_best_says_so_where_it_is_asked_for(tmp_path):
-    train_tiny_run(tmp_path, "train.keep_best=false", "train.steps=1")
+    train_tiny_run(tmp_path, "train.keep_best=false", "train.steps=1")  # an older config's: 0
     assert not (tmp_path / "best").exists()
     with pytest.raises(UserError) as error:
-        load.from_workdir(tmp_path, best=True)
+        load.from_workdir(tmp_path, kept=BEST_DIR)
     assert str(error.value) == (
         f"{tmp_path / 'best'}: no best weights there (the run has not evaluated yet, or it ran "
-        "with train.keep_best=false)"
+        "with train.keep_best=0)"
     )
 
 
-def test_a_new_best_replaces_the_last_whatever_their_steps(tmp_path):
-    # A resumed run's best may come at an earlier step than one its stopped predecessor wrote.
-    best = checkpoint.BestCheckpointer(tmp_path, checkpoint.Checkpointer(tmp_path / "c", keep=1))
-    for step in (5, 3, 3):  # the last: a resumed run evaluating step 3 again
-        best.save(step, small_state().replace(step=jnp.int32(step)), {"eval/top1": 0.5})
+def test_the_n_best_are_kept_and_the_best_of_them_read_whatever_their_steps(tmp_path):
+    # A resumed run's evaluations may come at earlier steps than those its stopped predecessor
+    # kept (of equal top-1, the earlier step ranks higher: a run's first of equals), and it may
+    # evaluate a step again (the last offer): its weights replace the old.
+    best = checkpoint.BestCheckpointer(
+        tmp_path, checkpoint.Checkpointer(tmp_path / "c", keep=1), keep=2
+    )
+    offers = [(5, 0.5, True), (3, 0.5, True), (4, 0.5, True), (6, 0.4, False), (2, 0.7, True)]
+    for step, top1, kept in [*offers, (3, 0.6, True)]:
+        state = small_state().replace(step=jnp.int32(step), params={"w": jnp.full(3, top1)})
+        assert best.offer(step, state, {"eval/top1": top1}) is kept, step
     best.close()
-    assert [p.name for p in tmp_path.iterdir() if p.name.isdigit()] == ["3"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit()) == ["2", "3"]
+    assert checkpoint.find_state(tmp_path) == tmp_path / "2" / "state"
+    third = checkpoint.load_variables(tmp_path / "3")["params"]["w"]
+    np.testing.assert_array_equal(third, np.full(3, 0.6, np.float32))
+    again = checkpoint.BestCheckpointer(tmp_path, checkpoint.Checkpointer(tmp_path / "c", 1), 2)
+    assert not again.offer(7, small_state(), {"eval/top1": 0.55})  # ranked against the kept
+    again.close()
+
+
+def test_keep_best_counts_and_reads_older_configs_switch():
+    assert config.from_dict({"train": {"keep_best": True}}).train.keep_best == 1
+    assert config.from_dict({"train": {"keep_best": 5}}).train.keep_best == 5
+    with pytest.raises(UserError, match="train.keep_best: must be >= 0, got -1"):
+        config.from_dict({"train": {"keep_best": -1}})

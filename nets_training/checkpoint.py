@@ -40,6 +40,7 @@ from nets_training.steps import TrainState
 # dropped. `window` summed the loss and top-1 of the logging window, now kept on the host.
 LEGACY_STATE_ENTRIES = ("window",)
 DAMAGED_DIR = "damaged_checkpoints"  # beside `checkpoints/`: where unreadable steps are moved
+JSON_FILE = "metadata"  # the file of a JSON item (orbax's `JsonCheckpointHandler`) in its folder
 
 
 class IncompatibleCheckpoint(UserError):
@@ -317,7 +318,7 @@ def kept_evaluations(directory: Path) -> dict[int, dict[str, float]]:
     """Step -> evaluation record of the weights a `BestCheckpointer` kept in `directory`."""
     kept = {}
     for folder in directory.glob("*"):
-        record = folder / BestCheckpointer.RECORD / "metadata"
+        record = folder / BestCheckpointer.RECORD / JSON_FILE
         if folder.name.isdigit() and (folder / "state").is_dir() and record.is_file():
             kept[int(folder.name)] = json.loads(record.read_text())
     return kept

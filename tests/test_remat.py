@@ -8,8 +8,10 @@ function, checked where flax's mutable collections and rngs cross it). What XLA 
 device: `bench/remat_memory.py`.
 """
 
+import functools
 import math
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 import nets_factory
 from nets.efficientnet import V2_S
 from nets.hrnet import StageDef
+from nets.layers import remat as remat_layers
 from nets.layers.remat import POLICIES
 from nets.mobilenet import BlockDef
 from nets.mobilenet_v4 import cn, er, mqa, uir
@@ -441,17 +444,50 @@ SLOW = ("googlenet", "inception_v1", "inception_v3", "inception_v4", "inception_
     "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(TINY)]
 )
 def test_each_block_is_recomputed_under_its_own_names(name):
-    loss, images = parts(name, True)
-    plain = abstract_variables(name, images)
-    # Applied to the plain network's variables, the checkpointed one finds each parameter under
-    # its own name. jax.checkpoint's primitive (remat2) in the forward pass: what autodiff then
-    # recomputes (its gradient's trace, which holds the same count, took 3x as long: 4.8 s of
-    # Inception-ResNet-v2's 7.7).
-    forward = jax.make_jaxpr(lambda p, s: loss(p, s)[0])(
-        plain["params"], plain.get("batch_stats", {})
-    )
-    checkpointed_blocks = [e for e in equations(forward.jaxpr) if e.primitive.name == "remat2"]
-    assert len(checkpointed_blocks) == TINY[name][1]
+    # jax.checkpoint's primitive (remat2) in the trace of init, which runs the forward pass:
+    # what autodiff then recomputes (the gradient's trace holds the same count, in 3x the
+    # time). The variables keep their names: every network wraps its units in `checkpointed`,
+    # whose forms keep them (test_checkpointed_units_keep_their_variables_names).
+    kwargs, count, size = TINY[name]
+    fn = nets_factory.get_network_fn(name, 10, is_training=True, remat=True, **kwargs)
+    height, width = (size, size) if isinstance(size, int) else size
+    images = jax.ShapeDtypeStruct((2, height, width, 3), jnp.float32)
+    init = jax.make_jaxpr(fn.init)(jax.random.key(0), images)
+    assert len([e for e in equations(init.jaxpr) if e.primitive.name == "remat2"]) == count
+
+
+class Unit(nn.Module):
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.relu(nn.Dense(self.features, name="fc")(x))
+
+
+class Units(nn.Module):
+    """`checkpointed`'s three forms: a module class, a partial over one, and a function of the
+    calling module whose layers (a stem's) take their names from the network."""
+
+    remat: bool
+
+    @nn.compact
+    def __call__(self, x):
+        def stem(module, x):
+            return nn.Dense(8, name="stem_fc")(x)
+
+        x = remat_layers.checkpointed(stem, self.remat)(self, x)
+        x = remat_layers.checkpointed(Unit, self.remat)(8, name="unit1")(x)
+        return remat_layers.checkpointed(functools.partial(Unit, 4), self.remat)(name="unit2")(x)
+
+
+def test_checkpointed_units_keep_their_variables_names():
+    x = jnp.ones((2, 3))
+    plain = Units(False).init(jax.random.key(0), x)
+    init = jax.make_jaxpr(Units(True).init, return_shape=True)
+    jaxpr, checkpointed_variables = init(jax.random.key(0), x)
+    assert len([e for e in equations(jaxpr.jaxpr) if e.primitive.name == "remat2"]) == 3
+    assert jax.tree.map(jnp.shape, checkpointed_variables) == jax.tree.map(jnp.shape, plain)
+    np.testing.assert_array_equal(Units(True).apply(plain, x), Units(False).apply(plain, x))
 
 
 def test_the_backward_pass_keeps_a_fraction_of_the_residuals():

@@ -117,28 +117,29 @@ def check_source(workdir: str | None, weights: str | None, model: str | None) ->
         )
 
 
+# The flags that name a run's kept weights: the folder, and what they are.
+KEPT_FLAGS = {
+    "--best": (workdir.BEST_DIR, "the weights of a run's best evaluation"),
+    "--averaged": (workdir.AVERAGED_DIR, "the average nets-average wrote of a run's weights"),
+}
+
+
 def kept_weights(
     best: bool, averaged: bool, weights: str | None, step: int | None, watch: bool = False
 ) -> str | None:
-    """The run's kept weights that `--best` or `--averaged` names (`workdir.BEST_DIR`,
-    `workdir.AVERAGED_DIR`), None for neither; each is one checkpoint of a run: not with the
-    other, `--weights`, `--step` or `--watch`."""
+    """The folder of the run's kept weights that `--best` or `--averaged` names
+    (`workdir.BEST_DIR`, `workdir.AVERAGED_DIR`), None for neither; each is one checkpoint of a
+    run: not with the other, `--weights`, `--step` or `--watch`."""
     if best and averaged:
         raise UserError("give --best (the run's best evaluation's weights) or --averaged, not both")
     if not (best or averaged):
         return None
-    flag, what = (
-        ("--best", "the weights of a run's best evaluation")
-        if best
-        else (
-            "--averaged",
-            "the average nets-average wrote of a run's weights",
-        )
-    )
+    flag = "--best" if best else "--averaged"
+    folder, what = KEPT_FLAGS[flag]
     for other, given in (("--weights", weights), ("--step", step is not None), ("--watch", watch)):
         if given:
             raise UserError(f"{flag} is {what}: not with {other}")
-    return workdir.BEST_DIR if best else workdir.AVERAGED_DIR
+    return folder
 
 
 def check_eval_data(weights: str | None, config_file: str | None) -> None:
@@ -167,7 +168,8 @@ def report(record: Mapping[str, Any], what: str, append: Callable[[Any], None]) 
         append(record)
     except OSError as e:
         print(
-            f"{program()}: the record was not written ({e.filename}: {e.strerror or e})",
+            f"{program()}: the record was not written ({e.filename or 'eval.jsonl'}: "
+            f"{e.strerror or e})",
             file=sys.stderr,
         )
         return 1

@@ -4,8 +4,9 @@ evaluations (`train.keep_best`) or its newest checkpoints, written to `<workdir>
 (the newest step averaged) in the form of `<workdir>/best`, which `eval.py --averaged`,
 `export.py --averaged`, `finetune.init_from` and `distill.teacher` read.
 
-Every floating-point variable is averaged, the BatchNorm statistics too (as timm's script does;
-SWA recomputes them instead) and the EMA of the weights where the run kept one.
+Every variable is averaged (in float64, then in its own dtype): the parameters, the BatchNorm
+statistics too (as timm's script does; SWA recomputes them instead), and the EMA of the weights
+where the run kept one.
 """
 
 import dataclasses
@@ -44,9 +45,9 @@ def points(workdir: Path, last: int | None = None) -> list[Point]:
         ]
         if len(found) < 2:
             raise UserError(
-                f"{workdir / BEST_DIR} holds {len(found)} evaluation's weights: nothing to average "
-                "(train.keep_best=N keeps the N best of a run; or give --last=N, its N newest "
-                "checkpoints)"
+                f"{workdir / BEST_DIR} holds the weights of {len(found)} evaluation"
+                f"{'' if len(found) == 1 else 's'}: nothing to average (train.keep_best=N keeps "
+                "the N best of a run; or give --last=N, its N newest checkpoints)"
             )
         return found
     if last < 2:

@@ -57,7 +57,7 @@ def test_the_kept_best_are_averaged_best_first(run):
 
 
 def test_what_cannot_be_averaged_is_refused_in_one_line(run):
-    with pytest.raises(UserError, match=r"best holds 1 evaluation's weights: nothing to average"):
+    with pytest.raises(UserError, match="holds the weights of 1 evaluation: nothing to average"):
         averaging.points(run)  # the tiny run keeps one best
     with pytest.raises(UserError, match="--last=1: averaging takes at least 2 checkpoints"):
         averaging.points(run, last=1)

@@ -79,8 +79,7 @@ class Evaluator:
 
     def checkpoint_steps(self) -> list[int]:
         """The steps of the run's checkpoints, oldest first."""
-        found = (self.workdir / "checkpoints").glob("*")
-        return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
+        return checkpoint.saved_steps(self.workdir / "checkpoints")
 
     def evaluate(
         self, step: int | None, ema: bool = True, kept: str | None = None

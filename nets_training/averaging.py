@@ -53,10 +53,7 @@ def points(workdir: Path, last: int | None = None) -> list[Point]:
     if last < 2:
         raise UserError(f"--last={last}: averaging takes at least 2 checkpoints")
     folder = workdir / "checkpoints"
-    steps = sorted(
-        (int(p.name) for p in folder.glob("*") if p.name.isdigit() and (p / "state").is_dir()),
-        reverse=True,
-    )
+    steps = checkpoint.saved_steps(folder)[::-1]
     if len(steps) < last:
         raise UserError(
             f"--last={last}: {folder} holds {len(steps)} checkpoints (train.keep_checkpoints "

@@ -98,13 +98,16 @@ class Checkpointer:
             message says where, and which complete checkpoint is left.
         """
         self.finish_writing()
+        self._start_writing(step, state, list(log_window))
+
+    def _start_writing(self, step: int, state: Any, record: Any) -> None:
+        """Starts writing `state` and its JSON `record` (the `RECORD` item) at `step`."""
         if jax.process_count() == 1:
             # Host copies: orbax then writes them as they are, instead of compiling a slicing
             # program per array shape (seconds, on CPU). Several processes hand over their shards.
             state = jax.device_get(state)
         args = ocp.args.Composite(
-            state=ocp.args.StandardSave(state),
-            log_window=ocp.args.JsonSave(list(log_window)),
+            state=ocp.args.StandardSave(state), **{self.RECORD: ocp.args.JsonSave(record)}
         )
         self._writing = step
         try:
@@ -245,17 +248,7 @@ class KeptWeights(Checkpointer):
         """Writes `weights` at `step` (atomically, and waits), in place of any there."""
         if step in self._manager.all_steps():
             self._manager.delete(step)
-        if jax.process_count() == 1:
-            weights = jax.device_get(weights)
-        args = ocp.args.Composite(
-            state=ocp.args.StandardSave(dict(weights)),
-            **{self.RECORD: ocp.args.JsonSave(dict(record))},
-        )
-        self._writing = step
-        try:
-            self._manager.save(step, args=args, force=True)
-        except Exception as e:
-            raise self._write_error(e) from None
+        self._start_writing(step, dict(weights), dict(record))
         self.finish_writing()
 
     def remove_all_but(self, steps: Collection[int]) -> None:
@@ -316,12 +309,18 @@ def rank(item: tuple[int, Mapping[str, float]]) -> tuple[float, int]:
 
 def kept_evaluations(directory: Path) -> dict[int, dict[str, float]]:
     """Step -> evaluation record of the weights a `BestCheckpointer` kept in `directory`."""
-    kept = {}
-    for folder in directory.glob("*"):
-        record = folder / BestCheckpointer.RECORD / JSON_FILE
-        if folder.name.isdigit() and (folder / "state").is_dir() and record.is_file():
-            kept[int(folder.name)] = json.loads(record.read_text())
-    return kept
+    records = {
+        step: directory / str(step) / BestCheckpointer.RECORD / JSON_FILE
+        for step in saved_steps(directory)
+    }
+    return {step: json.loads(r.read_text()) for step, r in records.items() if r.is_file()}
+
+
+def saved_steps(directory: Path) -> list[int]:
+    """The steps, oldest first, of the whole checkpoints (or kept weights) in `directory`: the
+    `<step>` folders holding a `state`."""
+    found = directory.glob("*")
+    return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
 
 
 LEFTOVER_SECONDS = 10.0
@@ -420,13 +419,13 @@ def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
     if (path / "checkpoints").is_dir():
         path = path / "checkpoints"
     if not (path / "state").is_dir():
-        steps = [int(p.name) for p in path.glob("*") if p.name.isdigit() and (p / "state").is_dir()]
+        steps = saved_steps(path)
         if not steps:
             raise UserError(f"{key}: no checkpoint found at {given}")
         if kept := kept_evaluations(path):  # `<workdir>/best`: the best of those kept
             path = path / str(min(kept.items(), key=rank)[0])
         else:
-            path = path / str(max(steps))
+            path = path / str(steps[-1])
     return path / "state"
 
 

@@ -60,10 +60,6 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
         self._events.write(step, values)
 
-    def best(self, name: str) -> float | None:
-        record = self.best_record(name)
-        return None if record is None else record[name]
-
     def best_record(self, name: str) -> dict[str, Any] | None:
         """The first record with the highest `name`; None when none has it."""
         records = [r for r in self.records if name in r]

@@ -138,7 +138,7 @@ def test_bad_fields_are_refused_in_one_line():
 
 @pytest.mark.slow  # compiles a gradient
 def test_gradient_reaches_every_parameter():
-    # The mixer's three convolutions, BatchNorms in training, the layer scales, the MLP head.
+    # The mixer's convolutions (kernels), BatchNorms in training, the layer scales, the MLP head.
     fields = {"depths": (1, 1), "dims": (8, 16), "mlp_ratios": (4, 3)}
     fn = nets_factory.get_network_fn(
         "inception_next_tiny", 10, is_training=True, **fields, **XLA_CONVS
@@ -157,4 +157,10 @@ def test_gradient_reaches_every_parameter():
 
     grads = jax.jit(jax.grad(loss))(params)
     for path, g in jax.tree_util.tree_leaves_with_path(grads):
-        assert np.any(np.asarray(g) != 0), jax.tree_util.keystr(path)
+        name = jax.tree_util.keystr(path)
+        if "token_mixer" in name and name.endswith("['bias']"):
+            # The mixer's biases meet a BatchNorm in training, which takes the batch's mean off:
+            # their gradient is zero but for rounding (exactly zero on some CPUs).
+            np.testing.assert_allclose(g, 0, atol=1e-5, err_msg=name)
+        else:
+            assert np.any(np.asarray(g) != 0), name

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax.core import scope as flax_scope
+from jax._src import core as jax_core
 from jax._src.nn import initializers as jax_initializers
 from safetensors.numpy import load_file
 
@@ -261,9 +262,20 @@ def _zeros(tree):
 
 def zeros(shape, dtype) -> jax.Array:
     """`jnp.zeros(shape, dtype)` in one primitive (a numpy scalar broadcast), a third of its
-    trace."""
+    trace; within one trace, once per shape and dtype (the values are immutable)."""
     dtype = jax.dtypes.canonicalize_dtype(float if dtype is None else dtype)
-    return jax.lax.broadcast_in_dim(np.zeros((), dtype), tuple(shape), ())
+    trace, made = _ZEROS_MADE
+    if trace is not jax_core.trace_ctx.trace:
+        made.clear()
+        _ZEROS_MADE[0] = jax_core.trace_ctx.trace
+    key = (tuple(shape), dtype)
+    if key not in made:
+        made[key] = jax.lax.broadcast_in_dim(np.zeros((), dtype), key[0], ())
+    return made[key]
+
+
+# The trace that `zeros` last drew in, and its zeros by shape and dtype.
+_ZEROS_MADE: list = [None, {}]
 
 
 def training_gradients(fn, variables, images, rngs=None):

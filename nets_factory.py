@@ -865,10 +865,16 @@ class NetworkFn:
         or larger where its layers are made for one size (`max_image_size`: MLP-Mixers' token
         mixing, EfficientFormers' attention biases)."""
         size = self.default_image_size
+        expected = (
+            f"{self.name} expects images of shape [batch, height, width, channels], "
+            f"e.g. [8, {size}, {size}, 3]; got shape {tuple(images.shape)}"
+        )
         if len(images.shape) != 4:
+            raise ValueError(expected)
+        if images.shape[1] <= 4 < min(images.shape[2:]):  # [8, 3, 224, 224]: a few rows, wide
             raise ValueError(
-                f"{self.name} expects images of shape [batch, height, width, channels], "
-                f"e.g. [8, {size}, {size}, 3]; got shape {tuple(images.shape)}"
+                f"{expected}, which looks channels-first (PyTorch's [batch, channels, height, "
+                f"width]): images.transpose(0, 2, 3, 1) puts the channels last"
             )
         smallest = self._min_size(train)
         largest = self.max_image_size

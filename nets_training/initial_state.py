@@ -84,6 +84,19 @@ def check_trainable(trainable: tuple[str, ...], variables: dict) -> None:
         raise UserError(f"finetune.trainable: {list(trainable)} match no parameter")
 
 
+def refused_fields(name: str, kwargs: dict, error: Exception) -> str:
+    """One line for network `name` failing its first trace with `model.kwargs` set: their values
+    are types a config can hold, so only the network's own code can refuse them (`num_filters:
+    0`, `padding: FOO`). The error's first line names the value where the network checks it."""
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    fields = ", ".join(f"{k}: {v!r}" for k, v in kwargs.items())
+    return (
+        f"model.kwargs {{{fields}}}: {name} could not be built with them: "
+        f"{type(error).__name__}{': ' + said if said else ''} (`python -m nets_factory {name}` "
+        f"lists its fields and their defaults)"
+    )
+
+
 class _Makers:
     """A run's variables and state from its seed: the functions that make them and their
     arguments (the initialisation's key and images)."""
@@ -95,6 +108,7 @@ class _Makers:
         self.args = (init_key, jnp.zeros((1, size, size, channels), jnp.float32))
         self.replicated = sharding.replicated(mesh)
         self.train_fn = train_fn
+        self.kwargs = dict(config.model.kwargs)
         self.create = functools.partial(
             steps.create_state, tx=tx, ema=config.optim.ema_decay > 0, rng=run_key
         )
@@ -106,6 +120,10 @@ class _Makers:
             variables = self.train_fn.init(key, images)
         except nets_factory.ImageSizeError as e:
             raise UserError(f"data.image_size={images.shape[1]}: {e}") from None
+        except Exception as e:  # a constructor field's value the network's code refuses
+            if not self.kwargs or isinstance(e, UserError):
+                raise
+            raise UserError(refused_fields(self.train_fn.name, self.kwargs, e)) from None
         return {"params": variables["params"], "batch_stats": variables.get("batch_stats", {})}
 
     def state(self, key: jax.Array, images: jax.Array) -> steps.TrainState:

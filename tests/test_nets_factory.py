@@ -396,6 +396,11 @@ def test_wrong_image_rank_names_expected_shape():
         ValueError, match=r"\[batch, height, width, channels\].*224, 224, 3.*\(224, 224, 3\)"
     ):
         fn.init(jax.random.key(0), jnp.ones((224, 224, 3)))
+    # PyTorch's layout, into init or into apply (flax would say a kernel's shape is wrong).
+    channels_first = jax.ShapeDtypeStruct((2, 3, 32, 32), jnp.float32)
+    for call in (fn.init, fn.apply):
+        with pytest.raises(ValueError, match=r"got shape \(2, 3, 32, 32\), which looks channels-"):
+            call({}, channels_first)
 
 
 def test_kwargs_reach_the_constructor():

@@ -10,7 +10,7 @@ import pytest
 
 import nets_factory
 from nets_training import initial_state, sharding
-from nets_training.config import Config, DataConfig, OptimConfig
+from nets_training.config import Config, DataConfig, ModelConfig, OptimConfig
 from nets_training.errors import UserError
 
 CONFIG = Config(data=DataConfig(image_size=28), optim=OptimConfig(ema_decay=0.9))
@@ -63,3 +63,27 @@ def test_a_size_whose_maps_disagree_is_the_configs_one_line_error(restore):
     make = initial_state.abstract_state if restore else initial_state.initial_state
     with pytest.raises(UserError, match=r"^data.image_size=112: dla34 does not run on 112x112"):
         make(config, dla, optax.sgd(0.1), 3, sharding.make_mesh())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"padding": "FOO"}, "ValueError: padding must be 'SAME', 'SYMMETRIC', 'VALID'"),
+        ({"num_filters": 0}, "ZeroDivisionError: float division by zero"),
+        ({"drop_path_rate": 2.0}, "ValueError: drop_path_rate must be in [0, 1), got 2.0"),
+    ],
+)
+def test_a_field_value_the_network_refuses_is_one_line_naming_model_kwargs(kwargs, said):
+    """Values of the types a config holds, that only the network's code refuses at its first
+    trace: one line naming model.kwargs, where a traceback was."""
+    config = Config(
+        model=ModelConfig(name="resnet20", kwargs=kwargs), data=DataConfig(image_size=8)
+    )
+    fn = nets_factory.get_network_fn("resnet20", num_classes=10, is_training=True, **kwargs)
+    with pytest.raises(UserError) as error:
+        initial_state.abstract_state(config, fn, optax.sgd(0.1), 3, sharding.make_mesh())
+    ((key, value),) = kwargs.items()
+    assert str(error.value).startswith(
+        f"model.kwargs {{{key}: {value!r}}}: resnet20 could not be built with them: {said}"
+    )
+    assert "\n" not in str(error.value)

@@ -148,6 +148,8 @@ def test_an_unknown_network_or_field_names_the_key(override, message, named):
         ("{num_filters: abc}", "model.kwargs.num_filters: expected int, got 'abc' (str)"),
         ("{stage_sizes: [1, x]}", "model.kwargs.stage_sizes: expected Sequence[int], got (1, 'x')"),
         ("{num_filters: 2.5}", "model.kwargs.num_filters: expected int, got 2.5 (float)"),
+        # A function's field (`act = relu` in the listing): a config cannot name one.
+        ("{act: gelu}", "model.kwargs.act='gelu': resnet20's act is a Python function"),
     ],
 )
 def test_network_fields_of_the_wrong_type_name_the_key(kwargs, message):

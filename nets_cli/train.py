@@ -11,7 +11,8 @@ Re-running a command with the same --workdir resumes it; without --workdir each 
 folder. SIGTERM or a Ctrl-C while it trains saves a checkpoint and stops; a second Ctrl-C, or one
 before the first step is done (data loading, compiling), stops at once. Either way the run ends
 in one line that says which checkpoint is kept and the command that resumes from it (the one
-given, plus the --workdir it used), with exit status 128 + the signal. A second run in a
+given, plus the --workdir it used), or that none was saved yet (the same command starts the run
+again), with exit status 128 + the signal. A second run in a
 workdir that a run holds says which process holds it.
 Errors in the config, the data or the workdir (a file, a full or read-only disk) are one line on
 stderr and a non-zero exit status.
@@ -19,6 +20,7 @@ stderr and a non-zero exit status.
 
 import multiprocessing
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -144,8 +146,15 @@ def kept_checkpoint(workdir: str) -> str:
 
 
 def resume_command(workdir: str) -> str:
-    """This process's command line, with the `workdir` it used when it named none."""
-    return shlex.join(sys.orig_argv + ([] if _WORKDIR.value else [f"--workdir={workdir}"]))
+    """This process's command line as the user typed it, with the `workdir` it used when it
+    named none: a console script by its name where PATH finds it (`nets-train ...`, not the
+    interpreter and the script's path that its shebang made of it)."""
+    argv = list(sys.orig_argv)
+    script = Path(argv[1]) if len(argv) > 1 else None
+    if script is not None and script.name == common.program() and script.suffix != ".py":
+        found = shutil.which(script.name)
+        argv = [script.name if found and Path(found) == script else str(script), *argv[2:]]
+    return shlex.join(argv + ([] if _WORKDIR.value else [f"--workdir={workdir}"]))
 
 
 def run() -> None:

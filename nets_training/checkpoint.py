@@ -271,12 +271,18 @@ class BestCheckpointer(KeptWeights):
 
     RECORD = "evaluation"
 
-    def __init__(self, directory: Path, checkpoints: Checkpointer, keep: int = 1):
+    def __init__(self, directory: Path, checkpoints: Checkpointer, keep: int, start_step: int):
         super().__init__(directory)
         self._checkpoints = checkpoints  # whose writes must not overlap these (orbax's barriers)
         self._keep = keep
-        # Read once, by every process alike, before any write: each then decides the same.
-        self._kept = kept_evaluations(directory)
+        # Read once, by every process alike, before any write: each then decides the same. A
+        # run that starts at `start_step` (0, or the checkpoint it resumes) drops what an
+        # interrupted attempt kept past it, as its records are: evaluations of weights that no
+        # checkpoint leads to (a restart from scratch would serve them as its best).
+        kept = kept_evaluations(directory)
+        self._kept = {step: record for step, record in kept.items() if step <= start_step}
+        if len(self._kept) < len(kept):
+            self.remove_all_but(self._kept)
 
     def offer(self, step: int, state: TrainState, evaluation: Mapping[str, float]) -> bool:
         """Keeps the weights of `step`, whose evaluation is `evaluation`, when it ranks among the

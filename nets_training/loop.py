@@ -381,7 +381,7 @@ def build(config: Config, workdir: Path) -> Run:
         ),
         checkpoints=checkpoints,
         best=(
-            checkpoint.BestCheckpointer(workdir / BEST_DIR, checkpoints, t.keep_best)
+            checkpoint.BestCheckpointer(workdir / BEST_DIR, checkpoints, t.keep_best, start_step)
             if t.keep_best
             else None
         ),

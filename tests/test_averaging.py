@@ -46,7 +46,7 @@ def test_the_average_of_the_newest_checkpoints_is_their_mean_and_reads_as_a_run(
 
 
 def test_the_kept_best_are_averaged_best_first(run):
-    best = checkpoint.BestCheckpointer(run / BEST_DIR, checkpoint.Checkpointer(run / "c", 1), 3)
+    best = checkpoint.BestCheckpointer(run / BEST_DIR, checkpoint.Checkpointer(run / "c", 1), 3, 0)
     for step, top1 in ((1, 0.5), (2, 0.7), (3, 0.6)):
         variables = checkpoint.load_variables(run / "checkpoints" / str(step))
         best.write(step, variables, {"eval/top1": top1})

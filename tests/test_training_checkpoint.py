@@ -149,7 +149,7 @@ def test_the_n_best_are_kept_and_the_best_of_them_read_whatever_their_steps(tmp_
     # kept (of equal top-1, the earlier step ranks higher: a run's first of equals), and it may
     # evaluate a step again (the last offer): its weights replace the old.
     best = checkpoint.BestCheckpointer(
-        tmp_path, checkpoint.Checkpointer(tmp_path / "c", keep=1), keep=2
+        tmp_path, checkpoint.Checkpointer(tmp_path / "c", keep=1), keep=2, start_step=0
     )
     offers = [(5, 0.5, True), (3, 0.5, True), (4, 0.5, True), (6, 0.4, False), (2, 0.7, True)]
     for step, top1, kept in [*offers, (3, 0.6, True)]:
@@ -160,9 +160,21 @@ def test_the_n_best_are_kept_and_the_best_of_them_read_whatever_their_steps(tmp_
     assert checkpoint.find_state(tmp_path) == tmp_path / "2" / "state"
     third = checkpoint.load_variables(tmp_path / "3")["params"]["w"]
     np.testing.assert_array_equal(third, np.full(3, 0.6, np.float32))
-    again = checkpoint.BestCheckpointer(tmp_path, checkpoint.Checkpointer(tmp_path / "c", 1), 2)
-    assert not again.offer(7, small_state(), {"eval/top1": 0.55})  # ranked against the kept
-    again.close()
+
+    def started_at(step):  # the best weights of a run resumed at `step`
+        return checkpoint.BestCheckpointer(
+            tmp_path, checkpoint.Checkpointer(tmp_path / "c", 1), 2, step
+        )
+
+    resumed = started_at(6)
+    assert not resumed.offer(7, small_state(), {"eval/top1": 0.55})  # ranked against the kept
+    resumed.close()
+    # Started again at step 2 (its checkpoint, or 0: from scratch), a run drops the weights kept
+    # past it, which no checkpoint leads to, as it drops its records there.
+    started_at(2).close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit()) == ["2"]
+    started_at(0).close()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.isdigit()]
 
 
 def test_keep_best_counts_and_reads_older_configs_switch():

@@ -2,6 +2,7 @@
 refuses."""
 
 import logging as python_logging
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,17 @@ def run(main: Callable[[list[str]], None], program_module: str) -> None:
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     with preemption.exit_promptly(lambda: f"{program()}: SIGINT: stopped"):
         app.run(main)
+
+
+def typed_command(argv: Sequence[str]) -> list[str]:
+    """`argv` (`sys.orig_argv`) as the user typed it: a console script by its name where PATH
+    finds it (`nets-train ...`), not the interpreter and the script's path that its shebang
+    made of it; `python train.py ...` as it is."""
+    script = Path(argv[1]) if len(argv) > 1 else None
+    if script is None or script.suffix == ".py" or script.name != program():
+        return list(argv)
+    found = shutil.which(script.name)
+    return [script.name if found and Path(found) == script else str(script), *argv[2:]]
 
 
 def fail(message: str, exit_code: int) -> NoReturn:

@@ -20,7 +20,6 @@ stderr and a non-zero exit status.
 
 import multiprocessing
 import shlex
-import shutil
 import signal
 import sys
 import time
@@ -147,13 +146,8 @@ def kept_checkpoint(workdir: str) -> str:
 
 def resume_command(workdir: str) -> str:
     """This process's command line as the user typed it, with the `workdir` it used when it
-    named none: a console script by its name where PATH finds it (`nets-train ...`, not the
-    interpreter and the script's path that its shebang made of it)."""
-    argv = list(sys.orig_argv)
-    script = Path(argv[1]) if len(argv) > 1 else None
-    if script is not None and script.name == common.program() and script.suffix != ".py":
-        found = shutil.which(script.name)
-        argv = [script.name if found and Path(found) == script else str(script), *argv[2:]]
+    named none."""
+    argv = common.typed_command(sys.orig_argv)
     return shlex.join(argv + ([] if _WORKDIR.value else [f"--workdir={workdir}"]))
 
 

@@ -131,7 +131,12 @@ class DataConfig:
         _require(self.threads is None or self.threads >= 1, "threads", "must be >= 1")
         _require(self.synthetic_examples >= 1, "synthetic_examples", "must be >= 1")
         _require(self.repeated_augmentation >= 1, "repeated_augmentation", "must be >= 1")
-        _require((self.mean is None) == (self.std is None), "mean", "give mean and std, or neither")
+        given, missing = ("mean", "std") if self.std is None else ("std", "mean")
+        _require(
+            (self.mean is None) == (self.std is None),
+            given,
+            f"set data.{missing} too (give mean and std, or neither: the dataset's own)",
+        )
         _require(self.std is None or all(s > 0 for s in self.std), "std", "must be > 0")
         if self.auto_augment is not None:
             try:

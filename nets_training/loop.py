@@ -301,6 +301,18 @@ def train_steps(train: TrainConfig, accumulate: int, steps_per_epoch: float) -> 
     return train.steps
 
 
+def check_not_past_the_end(restored: checkpoint.Restored | None, total: int, t) -> None:
+    """Refuses to resume a run whose checkpoint is past the config's last step: it would say
+    it was done at a step its weights are not at, and config.yaml would say that end."""
+    if restored is None or restored.step <= total:
+        return
+    key = f"train.steps={t.steps}" if t.steps else f"train.epochs={t.epochs} ({total} steps)"
+    raise UserError(
+        f"{key}: the run in this workdir is at step {restored.step}, past that end; set "
+        f"train.steps={restored.step} or more to go on from it, or use another workdir"
+    )
+
+
 def build(config: Config, workdir: Path) -> Run:
     """Resolves the config, builds data, network, optimizer and steps; restores or initialises."""
     mesh = sharding.make_mesh()
@@ -349,6 +361,7 @@ def build(config: Config, workdir: Path) -> Run:
     if checkpoints.latest_step() is not None:
         restored, skipped = resume(config, dataset, nets.train, tx, mesh, checkpoints)
         notices += skipped
+        check_not_past_the_end(restored, total, t)
     if restored is None:
         state, finetuned = initial_state.initial_state(
             config, nets.train, tx, dataset.channels, mesh

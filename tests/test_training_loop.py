@@ -9,6 +9,7 @@ import yaml
 import nets_factory
 from nets_training import config, loop, networks, sources
 from nets_training.config import Config, DataConfig, ModelConfig, TrainConfig
+from nets_training.errors import UserError
 
 EVERY = dict(log_every=2, eval_every=6, checkpoint_every=3)  # a run of 12 steps
 
@@ -173,3 +174,19 @@ def test_the_compile_line_says_why_a_gpus_first_compile_takes_minutes():
     cached = loop.compiling_line("gpu", "/home/me/.cache/jax_nets_factory")
     assert "autotunes" in cached and "reuse them from /home/me/.cache/jax_nets_factory" in cached
     assert "every run does" in loop.compiling_line("gpu", None)
+
+
+def test_a_run_past_the_configs_end_is_not_resumed_as_done():
+    """Resumed with fewer steps than its checkpoint's, a run would say it was done at a step
+    its weights are not at (and config.yaml would say that end): the key to raise, in one line."""
+    at_450 = types.SimpleNamespace(step=450)
+    loop.check_not_past_the_end(at_450, 450, TrainConfig(steps=450))
+    loop.check_not_past_the_end(None, 300, TrainConfig(steps=300))  # a new run
+    with pytest.raises(UserError) as error:
+        loop.check_not_past_the_end(at_450, 300, TrainConfig(steps=300))
+    assert str(error.value) == (
+        "train.steps=300: the run in this workdir is at step 450, past that end; set "
+        "train.steps=450 or more to go on from it, or use another workdir"
+    )
+    with pytest.raises(UserError, match=r"^train.epochs=10 \(300 steps\): the run in"):
+        loop.check_not_past_the_end(at_450, 300, TrainConfig(epochs=10))

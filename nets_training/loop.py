@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grain
 import jax
@@ -467,7 +467,7 @@ def train_in(config: Config, workdir: Path, process0: bool) -> Summary:
         stopping_now = (functools.partial(data.close, run.batches), console.close)
         with preemption.on_abrupt_exit(*stopping_now), contextlib.ExitStack() as signals:
             for step in range(run.start_step + 1, run.total_steps + 1):
-                batch = throughput.wait_for(run.batches)
+                batch = next_batch(run, throughput)
                 if step == run.start_step + 1:
                     compiled_in = compile_train_step(run, batch, console)
                 run.state, metrics = run.train_step(run.state, batch, run.teacher)
@@ -530,6 +530,21 @@ def compiling_line(backend: str, cache_dir: str | None) -> str:
         "compiling the train step (a first run on this GPU autotunes its kernels, minutes for a "
         f"large network; later runs reuse them from {cache_dir}) ..."
     )
+
+
+def next_batch(run: Run, throughput: Throughput) -> Any:
+    """The next training batch; an unreadable file among its images stops the run in one line
+    that says how to go on without it (`data.skip_unreadable`) and from where."""
+    try:
+        return throughput.wait_for(run.batches)
+    except sources.DataError as e:
+        last = run.checkpoints.last_complete_step()
+        since = f"and resume from step {last}" if last else "and start again"
+        folder = run.config.data.dir
+        listing = f" (`python -m nets_training.check_images {folder}` lists all)" if folder else ""
+        raise sources.DataError(
+            f"{e}; set data.skip_unreadable=true to leave such files out, {since}{listing}"
+        ) from None
 
 
 def first_step_line(init_seconds: float, compile_seconds: float, since_start: float) -> str:

@@ -190,3 +190,31 @@ def test_a_run_past_the_configs_end_is_not_resumed_as_done():
     )
     with pytest.raises(UserError, match=r"^train.epochs=10 \(300 steps\): the run in"):
         loop.check_not_past_the_end(at_450, 300, TrainConfig(epochs=10))
+
+
+@pytest.mark.parametrize(
+    ("last", "folder", "ending"),
+    [
+        (
+            None,
+            "photos",
+            "and start again (`python -m nets_training.check_images photos` lists all)",
+        ),
+        (300, None, "and resume from step 300"),
+    ],
+)
+def test_an_unreadable_training_image_says_how_to_go_on_without_it(last, folder, ending):
+    def unreadable(batches):
+        raise sources.DataError("cannot read image photos/train/cat/1.jpg: truncated")
+
+    run = types.SimpleNamespace(
+        batches=None,
+        checkpoints=types.SimpleNamespace(last_complete_step=lambda: last),
+        config=Config(data=DataConfig(name="imagefolder", dir=folder)),
+    )
+    with pytest.raises(sources.DataError) as raised:
+        loop.next_batch(run, types.SimpleNamespace(wait_for=unreadable))
+    assert str(raised.value) == (
+        "cannot read image photos/train/cat/1.jpg: truncated; set data.skip_unreadable=true to "
+        f"leave such files out, {ending}"
+    )

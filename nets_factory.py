@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -777,8 +778,22 @@ class NetworkFn:
         self._check_images(images, train=self.is_training)
         nets_weights.published.check(variables, self.module, self.name)
         variables = nets_weights.published.without_mark(variables)
-        with self._size_errors_named(images):
+        with self._size_errors_named(images), self._foreign_variables_named():
             return self.module.apply(variables, images, train=self.is_training, **kwargs)
+
+    @contextlib.contextmanager
+    def _foreign_variables_named(self) -> Iterator[None]:
+        """Says what variables that do not fit most likely are (another network's, or this one's
+        at another class count or fields), where flax names only the first parameter."""
+        try:
+            yield
+        except (flax.errors.ScopeParamShapeError, flax.errors.ScopeParamNotFoundError) as error:
+            said = str(error).split(" (https://")[0]
+            raise ValueError(
+                f"variables that are not {self.name}'s as built here (num_classes="
+                f"{self.module.num_classes}): made by another network, or with another "
+                f"num_classes or fields? {said}"
+            ) from None
 
     @functools.cached_property
     def feature_info(self) -> tuple[FeatureInfo, ...]:

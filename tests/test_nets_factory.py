@@ -403,6 +403,25 @@ def test_wrong_image_rank_names_expected_shape():
             call({}, channels_first)
 
 
+def test_variables_of_another_network_or_class_count_say_what_they_likely_are():
+    images = jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+    resnet18 = jax.eval_shape(
+        nets_factory.get_network_fn("resnet18", 10).init, jax.random.key(0), images
+    )
+    for name, classes, said in [
+        ("resnet18", 5, r'"/Dense_0", .* shape \(512, 5\), .* has shape \(512, 10\)\.$'),
+        ("vgg11", 10, r'Could not find parameter named "kernel" in scope "/conv1_1"\.$'),
+    ]:
+        fn = nets_factory.get_network_fn(name, classes)
+        with pytest.raises(ValueError) as error:
+            jax.eval_shape(fn.apply, resnet18, images)
+        assert str(error.value).startswith(
+            f"variables that are not {name}'s as built here (num_classes={classes}): made by "
+            "another network, or with another num_classes or fields? "
+        )
+        assert re.search(said, str(error.value)), str(error.value)
+
+
 def test_kwargs_reach_the_constructor():
     fn = nets_factory.get_network_fn("resnet18", num_classes=10, stage_sizes=(1, 1), num_filters=8)
     profile = summary.profile(fn, image_size=32)

@@ -42,8 +42,8 @@ def main(argv: list[str]) -> None:
         workdir = Path(_WORKDIR.value).expanduser()
         data_name = load.run_config(workdir, _SET.value).data.name
         common.check_overrides(_SET.value, data_name, evaluate.RUN_KEYS, "evaluating a run")
-        points = averaging.points(workdir, _LAST.value)
-        folder = averaging.write(workdir, averaging.average([p.folder for p in points]), points)
+        points, weights = averaging.averaged(workdir, _LAST.value)
+        folder = averaging.write(workdir, weights, points)
         steps = ", ".join(str(p.step) for p in points)
         if _LAST.value is None:
             top1 = ", ".join(f"{100 * p.top1:.2f}%" for p in points)

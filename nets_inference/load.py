@@ -66,10 +66,13 @@ def from_workdir(
 
 
 def checkpoint_folder(workdir: Path, step: int) -> Path:
-    """The folder of the run's checkpoint `step`; a one-line error when it has none."""
+    """The folder of the run's checkpoint `step`; a one-line error when it has none, naming the
+    steps it has (and its kept weights)."""
     folder = workdir / "checkpoints" / str(step)
     if not (folder / "state").is_dir():
-        raise UserError(f"--step {step}: {workdir} has no checkpoint {step}")
+        raise UserError(
+            f"--step {step}: {workdir} has no checkpoint {step}; {checkpoint.available(workdir)}"
+        )
     return folder
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orbax.checkpoint as ocp
 from flax.traverse_util import flatten_dict, unflatten_dict
 
 from nets_training import checkpoint
@@ -62,14 +61,41 @@ def points(workdir: Path, last: int | None = None) -> list[Point]:
     return [Point(step, folder / str(step)) for step in steps[:last]]
 
 
+ATTEMPTS = 5  # listings of a live run's checkpoints to try, each of which it may rotate away
+
+
+def averaged(workdir: Path, last: int | None = None) -> tuple[list[Point], dict[str, Any]]:
+    """The `points` (`last`: see there) and their `average`, whole when read: a live run removes
+    its oldest checkpoint at each save (and a kept evaluation that a better one replaces), maybe
+    between the listing and the read, or during it; then the points are listed again, up to
+    `ATTEMPTS` times. The oldest are read first, being the next to go.
+
+    Raises:
+      UserError: as `points`; a damaged checkpoint (`checkpoint.DamagedCheckpoint`); or the
+        points went away `ATTEMPTS` times.
+    """
+    gone = []
+    for _ in range(ATTEMPTS):
+        found = points(workdir, last)
+        try:
+            return found, average([p.folder for p in reversed(found)])
+        except checkpoint.CheckpointGone as e:
+            gone.append(str(e))
+    raise UserError(
+        f"{workdir}: {ATTEMPTS} times, a checkpoint to average was removed while it was read "
+        f"(the last: {gone[-1]}); the run removes its oldest at each save: average with a smaller "
+        "--last, or after the run"
+    )
+
+
 def average(folders: Sequence[Path]) -> dict[str, Any]:
     """The mean of the weights (`WEIGHTS`) that the checkpoints in `folders` hold, in float64,
-    then in each variable's own dtype; read one at a time."""
+    then in each variable's own dtype; read one at a time (`checkpoint.read_state`: its errors)."""
     total: dict[str, np.ndarray] = {}
     dtypes: dict[str, np.dtype] = {}
     first = None
     for folder in folders:
-        saved = ocp.StandardCheckpointer().restore((folder / "state").absolute())
+        saved = checkpoint.read_state(folder / "state")
         flat = flatten_dict({k: saved[k] for k in WEIGHTS if saved.get(k)}, sep="/")
         if first is None:
             first = folder

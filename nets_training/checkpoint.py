@@ -23,7 +23,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,6 +35,7 @@ from absl import logging
 
 from nets_training.errors import UserError
 from nets_training.steps import TrainState
+from nets_training.workdir import AVERAGED_DIR, BEST_DIR, is_held
 
 # Entries that older versions kept in the saved state and this one does not: restored, then
 # dropped. `window` summed the loss and top-1 of the logging window, now kept on the host.
@@ -45,6 +46,17 @@ JSON_FILE = "metadata"  # the file of a JSON item (orbax's `JsonCheckpointHandle
 
 class IncompatibleCheckpoint(UserError):
     """The checkpoint holds a state of other shapes or other variables than the config builds."""
+
+
+class DamagedCheckpoint(UserError):
+    """A checkpoint that does not read back (a truncated or missing file): the message names it,
+    why, and the run's other checkpoints. Read-only programs say so; train.py moves it aside."""
+
+
+class CheckpointGone(UserError):
+    """A checkpoint removed while it was read: its live run keeps only its newest few
+    (`train.keep_checkpoints`) or best (`train.keep_best`). Listing the folder again finds the
+    ones kept now."""
 
 
 class Restored(NamedTuple):
@@ -324,7 +336,9 @@ def kept_evaluations(directory: Path) -> dict[int, dict[str, float]]:
 
 def saved_steps(directory: Path) -> list[int]:
     """The steps, oldest first, of the whole checkpoints (or kept weights) in `directory`: the
-    `<step>` folders holding a `state`."""
+    `<step>` folders holding a `state`. One still being written is not among them: orbax writes
+    it in `<step>.orbax-checkpoint-tmp-*`, writes `commit_success.txt` there once it is whole,
+    then renames it to `<step>`."""
     found = directory.glob("*")
     return sorted(int(p.name) for p in found if p.name.isdigit() and (p / "state").is_dir())
 
@@ -342,23 +356,47 @@ def newest_complete_step(directory: Path) -> int | None:
 
 def quiet_write_failures() -> None:
     """Keeps the echoes of a failed checkpoint write off stderr: `Checkpointer.save` and `close`
-    say it in one line. Orbax's threads log it, with tracebacks; the tensorstore writes still in
-    flight when orbax gave up complete on its closed asyncio loop, and each prints an "Event
-    loop is closed" traceback (Python's unraisable exceptions); asyncio logs each of their
-    errors as never retrieved. (`train.py` calls this, unless `--verbosity` asks for it all.)
+    say it in one line. Orbax's threads log it, with tracebacks; what tensorstore still had in
+    flight echoes too (`quiet_abandoned_io`). (`train.py` calls this, unless `--verbosity` asks
+    for it all.)
     """
     logging.get_absl_logger().addFilter(lambda record: "/orbax/" not in record.pathname)
-    std_logging.getLogger("asyncio").addFilter(
-        lambda record: "exception was never retrieved" not in record.getMessage()
-    )
-    previous = sys.unraisablehook
+    quiet_abandoned_io()
 
+
+def _never_retrieved(record: std_logging.LogRecord) -> bool:
+    return "exception was never retrieved" not in record.getMessage()
+
+
+def _closed_loop_hook(previous: Callable[[Any], None]) -> Callable[[Any], None]:
     def hook(unraisable) -> None:
         error = unraisable.exc_value
         if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
             previous(unraisable)
 
-    sys.unraisablehook = hook
+    return hook
+
+
+def quiet_abandoned_io() -> Callable[[], None]:
+    """Keeps off stderr the echoes of a failed orbax read or write; returns what undoes it.
+
+    Orbax runs each read or write on an asyncio loop of its own and closes it at the first
+    error, while tensorstore's others are still in flight: each that completes later calls back
+    into the closed loop from a tensorstore thread, which Python prints as an "Event loop is
+    closed" traceback (an unraisable exception), even after the error was handled, or while the
+    process exits; and asyncio logs each of their errors as never retrieved. Those threads
+    cannot be waited for, so after a failure this stays for the process; it drops nothing else.
+    """
+    asyncio_log = std_logging.getLogger("asyncio")
+    asyncio_log.addFilter(_never_retrieved)
+    previous = sys.unraisablehook
+    sys.unraisablehook = _closed_loop_hook(previous)
+
+    def undo() -> None:
+        asyncio_log.removeFilter(_never_retrieved)
+        sys.unraisablehook = previous
+
+    return undo
 
 
 def os_reason(error: Exception) -> str:
@@ -435,14 +473,85 @@ def find_state(path: str | Path, key: str = "finetune.init_from") -> Path:
     return path / "state"
 
 
+def read_state(state: Path) -> dict[str, Any]:
+    """The arrays that the checkpoint's `state` folder holds (orbax's restore, as saved).
+
+    Raises:
+      CheckpointGone: the checkpoint was removed while it was read (a live run rotated it away):
+        list the steps again.
+      DamagedCheckpoint: it does not read back (a truncated or missing file); the message says
+        why, and which of the run's other checkpoints there are.
+    """
+    undo = quiet_abandoned_io()  # before the read: some echo before orbax raises
+    try:
+        saved = ocp.StandardCheckpointer().restore(state.absolute())
+    except Exception as e:  # whatever a damaged or vanishing file makes orbax or tensorstore raise
+        folder = state.parent
+        if _removed(folder):
+            raise CheckpointGone(
+                f"{folder} was removed while it was read (its run keeps only its newest "
+                "checkpoints)"
+            ) from None
+        raise DamagedCheckpoint(_damaged(folder, e)) from None
+    undo()  # a whole read leaves nothing in flight
+    return saved
+
+
+REMOVAL_SECONDS = 5.0  # the longest a live run's removal of a checkpoint it rotated away takes
+
+
+def _removed(folder: Path) -> bool:
+    """Whether the checkpoint `folder` (`<run>/checkpoints/<step>`, `<run>/best/<step>`) went
+    away: orbax removes one file by file, then the folder, so a read that failed midway may see
+    the folder still there; while a run holds the workdir, give its removal `REMOVAL_SECONDS`."""
+    deadline = time.monotonic() + REMOVAL_SECONDS
+    while folder.exists() and is_held(folder.parent.parent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not folder.exists()
+
+
+def _damaged(folder: Path, error: Exception) -> str:
+    """One line: the checkpoint `folder` is damaged, why (`error`'s first line, without the
+    path it repeats), and what else of its run eval.py and export.py could read."""
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    reason = re.sub(r' in OCDBT database at local file "[^"]*"', "", reason)[:200]
+    run = folder.parent.parent
+    if folder.parent.name == "checkpoints" and folder.name.isdigit():
+        return f"checkpoint {folder.name} of {run} is damaged ({reason}); {available(run, folder)}"
+    return f"{folder} is damaged ({reason}); {available(run, folder)}"
+
+
+def available(run: Path, unreadable: Path | None = None) -> str:
+    """What of a run eval.py and export.py can read, in words: its checkpoints' steps, `--step=`
+    the newest, and the kept weights that `--best` and `--averaged` read; not the checkpoint
+    folder `unreadable` (nor its kept weights' folder)."""
+    steps = saved_steps(run / "checkpoints")
+    other = ""
+    if unreadable is not None and unreadable.parent == run / "checkpoints":
+        steps, other = [s for s in steps if str(s) != unreadable.name], "other "
+    if steps:
+        listed = ", ".join(map(str, steps))
+        said = f"its {other}checkpoints are steps {listed} (--step={steps[-1]}: the newest)"
+    else:
+        said = f"it has no {other}checkpoint"
+    kept = {BEST_DIR: "its best evaluation's weights", AVERAGED_DIR: "the average of its weights"}
+    for folder, what in kept.items():
+        if saved_steps(run / folder) and (unreadable is None or unreadable.parent != run / folder):
+            said += f"; --{folder} reads {what}"
+    return said
+
+
 def load_variables(path: str | Path, use_ema: bool = True) -> dict:
     """The network variables `{'params', 'batch_stats'}` of a checkpoint, for `network_fn.apply`.
 
     `path` is a workdir, its `checkpoints/` folder or one `<step>` folder. When the run kept an
     EMA of the weights (`optim.ema_decay`) and `use_ema` is set, those are the params, as in the
     run's own evaluation.
+
+    Raises:
+      DamagedCheckpoint, CheckpointGone: see `read_state`.
     """
-    saved = ocp.StandardCheckpointer().restore(find_state(path, key="checkpoint").absolute())
+    saved = read_state(find_state(path, key="checkpoint"))
     params = saved["ema_params"] if use_ema and saved.get("ema_params") else saved["params"]
     return {"params": params, "batch_stats": saved.get("batch_stats", {})}
 
@@ -458,7 +567,7 @@ def merge_pretrained(
         shape there; the message names its path.
     """
     state_dir = find_state(init_from)
-    saved = ocp.StandardCheckpointer().restore(state_dir.absolute())
+    saved = read_state(state_dir)
     saved_flat = flax.traverse_util.flatten_dict({k: saved.get(k, {}) for k in variables}, sep="/")
     patterns = [re.compile(p) for p in exclude]
     merged, kept = {}, []

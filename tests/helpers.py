@@ -88,6 +88,16 @@ def train_tiny_run(workdir, *overrides: str):
     return loop.train(config.load(default, [*TINY_RUN, *overrides]), workdir)
 
 
+def damage(checkpoint_folder: Path) -> Path:
+    """Truncates the largest data file (tensorstore's, in a `d/` folder) of `checkpoint_folder`
+    (a `<step>` folder) to 1000 bytes, as a disk that filled up or a copy cut short leaves it;
+    the file."""
+    files = [f for f in (checkpoint_folder / "state").rglob("*") if f.parent.name == "d"]
+    largest = max(files, key=lambda f: f.stat().st_size)
+    os.truncate(largest, 1000)
+    return largest
+
+
 def session_folder(tmp_path_factory) -> Path:
     """The test session's temporary folder, the same for all of pytest-xdist's workers (each
     worker's `getbasetemp()` is a folder of its own inside it)."""

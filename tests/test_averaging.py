@@ -2,10 +2,12 @@
 evaluations' variables, written to <workdir>/averaged, read by what takes a run's weights; its
 refusals. The program itself runs in tests/test_installed.py."""
 
+import gc
 import shutil
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from nets_cli import common
@@ -13,6 +15,7 @@ from nets_inference import evaluate, load
 from nets_training import averaging, checkpoint, teacher
 from nets_training.errors import UserError
 from nets_training.workdir import AVERAGED_DIR, BEST_DIR
+from tests import helpers
 
 
 @pytest.fixture
@@ -69,3 +72,40 @@ def test_what_cannot_be_averaged_is_refused_in_one_line(run):
         common.kept_weights(True, True, None, None)
     with pytest.raises(UserError, match="--averaged is the average .*: not with --step"):
         common.kept_weights(False, True, None, 3)  # eval.py's and export.py's flags
+
+
+def test_a_checkpoint_rotated_away_while_read_gives_way_to_the_next(run, monkeypatch):
+    # A live run removes its oldest checkpoint at each save, maybe between average.py's listing
+    # and its read of it: step 2, the older of the newest two, goes as it is read; the next
+    # listing's newest two, 3 and 1, are averaged.
+    restore = ocp.StandardCheckpointer.restore
+
+    def rotated(self, directory, *args, **kwargs):
+        if directory.parent.name == "2":
+            shutil.rmtree(directory.parent)
+        return restore(self, directory, *args, **kwargs)
+
+    monkeypatch.setattr(ocp.StandardCheckpointer, "restore", rotated)
+    points, weights = averaging.averaged(run, last=2)
+    assert [p.step for p in points] == [3, 1]
+    two = [checkpoint.load_variables(run / "checkpoints" / str(s), use_ema=False) for s in (3, 1)]
+    mean = jax.tree.map(lambda a, b: ((np.float64(a) + b) / 2).astype(a.dtype), *two)
+    jax.tree.map(np.testing.assert_array_equal, weights, mean)
+
+
+def test_a_damaged_checkpoint_is_said_in_one_line_without_echoes(run, capfd):
+    # As eval.py, export.py and average.py read it: the reason, the steps there are instead; none
+    # of the "Event loop is closed" tracebacks of the reads orbax abandoned, then or later.
+    helpers.damage(run / "checkpoints" / "3")
+    message = (
+        f"checkpoint 3 of {run} is damaged \\(OUT_OF_RANGE: .*\\); its other checkpoints are "
+        "steps 1, 2 \\(--step=2: the newest\\); --best reads its best evaluation's weights$"
+    )
+    with pytest.raises(checkpoint.DamagedCheckpoint, match=message):
+        checkpoint.load_variables(run)
+    with pytest.raises(checkpoint.DamagedCheckpoint, match=message):
+        averaging.averaged(run, last=3)
+    assert checkpoint.load_variables(run / "checkpoints" / "2")  # the others read as before
+    gc.collect()  # the abandoned reads' futures: asyncio logs their errors when collected
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "never retrieved" not in err

@@ -3,6 +3,8 @@ once or continuously while it trains, with records in eval.jsonl and one-line er
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import helpers
 from tests.helpers import TINY_RUN
 
 pytestmark = pytest.mark.slow  # eval.py and train.py run as subprocesses
@@ -162,7 +165,11 @@ def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
             "--set optim.lr would change nothing: evaluating a run reads only model: name, "
             "num_classes, dtype, kwargs; data: name, dir, ",
         ),
-        (["--step=99"], "--step 99: {workdir} has no checkpoint 99"),  # its data and step built
+        (  # its data and step built; the steps it has named, and its kept best
+            ["--step=99"],
+            "--step 99: {workdir} has no checkpoint 99; its checkpoints are steps 1, 2, 3 "
+            "(--step=3: the newest); --best reads its best evaluation's weights\n",
+        ),
     ],
 )
 def test_bad_input_is_one_line(workdir, flags, message):
@@ -170,6 +177,22 @@ def test_bad_input_is_one_line(workdir, flags, message):
     assert result.returncode == 2
     assert result.stderr.startswith(f"eval.py: {message.format(workdir=workdir)}")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_a_damaged_checkpoint_is_one_line_naming_the_others(workdir, tmp_path):
+    # A file of the newest checkpoint cut short (a full disk, a copy cut short): its reason in
+    # one line, the steps to read instead, none of the echoes of orbax's abandoned reads.
+    damaged = shutil.copytree(workdir, tmp_path / "run")
+    helpers.damage(damaged / "checkpoints" / "3")
+    result = run(f"--workdir={damaged}")
+    assert result.returncode == 2 and result.stdout == ""
+    assert re.fullmatch(
+        f"eval.py: checkpoint 3 of {damaged} is damaged \\(OUT_OF_RANGE: Error reading "
+        '"[^"]+": Requested byte range .* is not valid for value of size 1000\\); its other '
+        "checkpoints are steps 1, 2 \\(--step=2: the newest\\); --best reads its best "
+        "evaluation's weights\n",
+        result.stderr,
+    ), result.stderr
 
 
 def test_a_run_evaluates_on_its_own_config_and_weights_on_the_one_given(workdir):

@@ -157,10 +157,13 @@ def test_a_source_and_platforms_that_cannot_be_exported_are_one_line():
     )
 
 
-def test_a_missing_step_names_it(tmp_path, workdir):
+def test_a_missing_step_names_it_and_those_there_are(tmp_path, workdir):
     result = run("export.py", f"--workdir={workdir}", "--step=99", f"--out={tmp_path / 'x'}")
     assert result.returncode == 2
-    assert result.stderr == f"export.py: --step 99: {workdir} has no checkpoint 99\n"
+    assert result.stderr == (
+        f"export.py: --step 99: {workdir} has no checkpoint 99; its checkpoints are steps 1, 2, "
+        "3 (--step=3: the newest); --best reads its best evaluation's weights\n"
+    )
 
 
 def test_weights_without_a_classifier_export_their_features():

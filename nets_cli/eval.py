@@ -38,7 +38,8 @@ _GIVE_UP = flags.DEFINE_float(
     900.0,
     "With --watch: stop after this long without a new checkpoint while no run holds the workdir "
     "(the run died or was stopped), after at most the time a run takes to start "
-    f"({workdir.START_SECONDS:g} s) while it has no checkpoint; a live run is waited for.",
+    f"({workdir.START_SECONDS:g} s) while it has no checkpoint or no config.yaml; a live run is "
+    "waited for.",
 )
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
@@ -74,19 +75,19 @@ def main(argv: list[str]) -> None:
             append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
             if _WATCH.value:
-                evaluate.wait_for_start(Path(_WORKDIR.value), _POLL.value, _GIVE_UP.value)
+                evaluate.wait_for_start(
+                    Path(_WORKDIR.value).expanduser(), _POLL.value, _GIVE_UP.value, say
+                )
             data_name = load.run_config(Path(_WORKDIR.value).expanduser(), _SET.value).data.name
             common.check_overrides(_SET.value, data_name, evaluate.RUN_KEYS, "evaluating a run")
             evaluator = evaluate.build(_WORKDIR.value, _SET.value)
             append = evaluator.append
             if _WATCH.value:
-                print(
+                say(
                     f"watching {evaluator.workdir / 'checkpoints'} until step "
                     f"{evaluator.last_step}, every {_POLL.value:g} s; giving up after "
                     f"{_GIVE_UP.value:g} s without a new checkpoint while no run holds the "
-                    f"workdir ({min(_GIVE_UP.value, workdir.START_SECONDS):g} s while it has none)",
-                    file=sys.stderr,
-                    flush=True,
+                    f"workdir ({min(_GIVE_UP.value, workdir.START_SECONDS):g} s while it has none)"
                 )
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
             elif kept:
@@ -106,6 +107,11 @@ def main(argv: list[str]) -> None:
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 2))
     sys.exit(exit_code)
+
+
+def say(line: str) -> None:
+    """What `--watch` waits for, on stderr: stdout holds the evaluations' figures alone."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def run() -> None:

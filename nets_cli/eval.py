@@ -23,7 +23,7 @@ from nets_cli import common
 from nets_training import workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
-_STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
+_STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).", lower_bound=0)
 _BEST = flags.DEFINE_bool(
     "best", False, "The weights of the run's best evaluation (<workdir>/best)."
 )
@@ -33,6 +33,10 @@ _AVERAGED = flags.DEFINE_bool(
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
 _POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
+# More than 0: at 0 the watch would read the checkpoints' folder without pause, a core's whole time.
+flags.register_validator(
+    "poll_seconds", lambda seconds: seconds > 0, "must be more than 0 (seconds between two looks)"
+)
 _GIVE_UP = flags.DEFINE_float(
     "give_up_seconds",
     900.0,
@@ -40,6 +44,7 @@ _GIVE_UP = flags.DEFINE_float(
     "(the run died or was stopped), after at most the time a run takes to start "
     f"({workdir.START_SECONDS:g} s) while it has no checkpoint or no config.yaml; a live run is "
     "waited for.",
+    lower_bound=0,
 )
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."

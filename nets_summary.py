@@ -30,6 +30,7 @@ import jax.numpy as jnp
 
 import nets_factory
 from nets import features
+from nets_cli import output
 from nets_weights import catalogue
 from nets_weights.architectures import ARCHITECTURES
 
@@ -177,6 +178,8 @@ def describe(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`python -m nets_factory [NAME]`: the registry's table, or one network's description;
+    piped to `head`, it ends quietly where the reader stopped."""
     parser = argparse.ArgumentParser(
         prog="python -m nets_factory", description="List the networks, or describe one."
     )
@@ -189,6 +192,11 @@ def main(argv: list[str] | None = None) -> None:
         help=f"trace these networks (default: all) and rewrite their rows of {SIZES}",
     )
     args = parser.parse_args(argv)
+    with output.quiet_when_the_reader_stops():  # `python -m nets_factory | head`
+        _print(args)
+
+
+def _print(args: argparse.Namespace) -> None:
     if args.update_sizes is not None:
         write_sizes(args.update_sizes)
         print(f"wrote {SIZES}")

@@ -27,7 +27,7 @@ _MODEL = flags.DEFINE_string(
 _WEIGHTS = flags.DEFINE_string(
     "weights", None, "Published weights: a file, a Hub folder, a Hub name or a URL."
 )
-_TOP = flags.DEFINE_integer("top", 5, "How many classes to print per image.")
+_TOP = flags.DEFINE_integer("top", 5, "How many classes to print per image.", lower_bound=1)
 
 
 def main(argv: list[str]) -> None:

@@ -2,6 +2,8 @@
 refuses."""
 
 import logging as python_logging
+import re
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -10,6 +12,7 @@ from typing import Any, NoReturn
 
 from absl import app, flags, logging
 
+from nets_cli import output
 from nets_training import config, preemption, sources, workdir
 from nets_training.errors import UserError
 
@@ -24,13 +27,27 @@ def run(main: Callable[[list[str]], None], program_module: str) -> None:
     """absl's `app.run(main)`, with `--help` describing the program: absl takes the usage text
     from `__main__` and the flags it lists from the module `sys.argv[0]` names, which are a thin
     script or pip's console-script wrapper rather than the program's module. A Ctrl-C ends it
-    within a second or two, in one line (`preemption.exit_promptly`)."""
+    within a second or two, in one line (`preemption.exit_promptly`); one piped to a reader that
+    stops early (`| head`) ends quietly (`output.quiet_when_the_reader_stops`)."""
     module = sys.modules[program_module]
     sys.modules["__main__"].__doc__ = module.__doc__
     for flag in flags.FLAGS.get_key_flags_for_module(module.__name__):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    with preemption.exit_promptly(lambda: f"{program()}: SIGINT: stopped"):
-        app.run(main)
+    with (
+        preemption.exit_promptly(lambda: f"{program()}: SIGINT: stopped"),
+        output.quiet_when_the_reader_stops(),
+    ):
+        app.run(main, flags_parser=parse_flags)
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's parsing of the flags, whose errors (an unknown flag, a value of the wrong type or
+    out of its bounds) are one line, exit status 2, rather than absl's two: `FATAL Flags parsing
+    error: ...` and `Pass --helpshort or --helpfull to see help on flags.`"""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        fail("; ".join(line.strip() for line in str(error).splitlines() if line.strip()), 2)
 
 
 def typed_command(argv: Sequence[str]) -> list[str]:
@@ -53,12 +70,24 @@ def fail(message: str, exit_code: int) -> NoReturn:
 
 
 def start(argv: list[str]) -> None:
-    """Refuses positional arguments, and keeps info-level logs out of the output unless
-    `--verbosity` asks for them: orbax's (a line per checkpoint read or written) and JAX's (the
-    backends it could not start, `libtpu.so` on every machine without a TPU)."""
+    """Refuses positional arguments in one line (absl's `app.UsageError` would print the whole
+    help above it), and keeps info-level logs out of the output unless `--verbosity` asks for
+    them: orbax's (a line per checkpoint read or written) and JAX's (the backends it could not
+    start, `libtpu.so` on every machine without a TPU)."""
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        fail(unexpected(argv[1:]), 2)
     quiet_unless_asked()
+
+
+def unexpected(arguments: Sequence[str]) -> str:
+    """The refusal of positional `arguments`; to a program with a `--set` flag, those that read
+    as config overrides (`optim.lr=0.1`) are shown written as it takes them."""
+    overrides = [a for a in arguments if re.match(r"[A-Za-z_][\w.]*=", a)]
+    message = f"unexpected arguments: {' '.join(arguments)}"
+    if not overrides or "set" not in flags.FLAGS:
+        return message
+    written = " ".join(f"--set {shlex.quote(a)}" for a in overrides)
+    return f"{message} (a config override is a flag: write {written})"
 
 
 def quiet_unless_asked() -> None:

@@ -23,7 +23,7 @@ from nets_cli import common
 from nets_training import workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
-_STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).")
+_STEP = flags.DEFINE_integer("step", None, "This checkpoint (default: the newest).", lower_bound=0)
 _BEST = flags.DEFINE_bool(
     "best", False, "The weights of the run's best evaluation (<workdir>/best)."
 )
@@ -33,12 +33,18 @@ _AVERAGED = flags.DEFINE_bool(
 _EMA = flags.DEFINE_bool("ema", True, "The EMA of the weights, when the run kept one.")
 _WATCH = flags.DEFINE_bool("watch", False, "Evaluate each new checkpoint until the run's last.")
 _POLL = flags.DEFINE_float("poll_seconds", 30.0, "With --watch: how often to look.")
+# More than 0: at 0 the watch would read the checkpoints' folder without pause, a core's whole time.
+flags.register_validator(
+    "poll_seconds", lambda seconds: seconds > 0, "must be more than 0 (seconds between two looks)"
+)
 _GIVE_UP = flags.DEFINE_float(
     "give_up_seconds",
     900.0,
     "With --watch: stop after this long without a new checkpoint while no run holds the workdir "
     "(the run died or was stopped), after at most the time a run takes to start "
-    f"({workdir.START_SECONDS:g} s) while it has no checkpoint; a live run is waited for.",
+    f"({workdir.START_SECONDS:g} s) while it has no checkpoint or no config.yaml; a live run is "
+    "waited for.",
+    lower_bound=0,
 )
 _MODEL = flags.DEFINE_string(
     "model", None, "With --weights: the network, where the weights do not say (a .pth file)."
@@ -74,19 +80,19 @@ def main(argv: list[str]) -> None:
             append = lambda record: None  # noqa: E731 (no run folder to keep it in)
         else:
             if _WATCH.value:
-                evaluate.wait_for_start(Path(_WORKDIR.value), _POLL.value, _GIVE_UP.value)
+                evaluate.wait_for_start(
+                    Path(_WORKDIR.value).expanduser(), _POLL.value, _GIVE_UP.value, say
+                )
             data_name = load.run_config(Path(_WORKDIR.value).expanduser(), _SET.value).data.name
             common.check_overrides(_SET.value, data_name, evaluate.RUN_KEYS, "evaluating a run")
             evaluator = evaluate.build(_WORKDIR.value, _SET.value)
             append = evaluator.append
             if _WATCH.value:
-                print(
+                say(
                     f"watching {evaluator.workdir / 'checkpoints'} until step "
                     f"{evaluator.last_step}, every {_POLL.value:g} s; giving up after "
                     f"{_GIVE_UP.value:g} s without a new checkpoint while no run holds the "
-                    f"workdir ({min(_GIVE_UP.value, workdir.START_SECONDS):g} s while it has none)",
-                    file=sys.stderr,
-                    flush=True,
+                    f"workdir ({min(_GIVE_UP.value, workdir.START_SECONDS):g} s while it has none)"
                 )
                 records = evaluate.watch(evaluator, _EMA.value, _POLL.value, _GIVE_UP.value)
             elif kept:
@@ -106,6 +112,11 @@ def main(argv: list[str]) -> None:
         print(f"{common.program()}: {e}", file=sys.stderr)
         sys.exit(getattr(e, "exit_code", 2))
     sys.exit(exit_code)
+
+
+def say(line: str) -> None:
+    """What `--watch` waits for, on stderr: stdout holds the evaluations' figures alone."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def run() -> None:

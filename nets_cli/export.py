@@ -23,7 +23,9 @@ from absl import flags
 from nets_cli import common
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "A training run's folder.")
-_STEP = flags.DEFINE_integer("step", None, "With --workdir: this checkpoint (default: newest).")
+_STEP = flags.DEFINE_integer(
+    "step", None, "With --workdir: this checkpoint (default: newest).", lower_bound=0
+)
 _BEST = flags.DEFINE_bool(
     "best", False, "With --workdir: the weights of the run's best evaluation (<workdir>/best)."
 )

@@ -52,8 +52,12 @@ _CACHE = flags.DEFINE_string(
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "Multi-process: host:port of process 0."
 )
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-process: how many processes.")
-_PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Multi-process: how many processes.", lower_bound=1
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "Multi-process: this process's index.", lower_bound=0
+)
 _MALLOC_REUSE = flags.DEFINE_bool(
     "malloc_reuse",
     True,

@@ -182,16 +182,27 @@ def watch(
         done, waiting_since = newer[-1], time.monotonic()
 
 
-def wait_for_start(workdir: Path, poll_seconds: float, give_up_seconds: float) -> None:
+def wait_for_start(
+    workdir: Path, poll_seconds: float, give_up_seconds: float, say: Callable[[str], None]
+) -> None:
     """Waits for a run that is starting in `workdir` to write its `config.yaml` (`--watch`
-    started before the run), as long as a run holds the workdir or `give_up_seconds` have not
-    passed."""
-    started = time.monotonic()
+    started before the run), as long as a run holds the workdir or, while none does, for as
+    long as a run takes to start (`START_SECONDS`; `give_up_seconds` if less): the limit of a
+    run with no checkpoint (`watch`), which a mistyped `--workdir` meets too. Says at once, in
+    one line given to `say`, what it waits for; says nothing when the run has started."""
+    if (workdir / CONFIG_FILE).is_file():
+        return
+    started, limit = time.monotonic(), min(give_up_seconds, START_SECONDS)
+    missing = "" if workdir.is_dir() else ", a folder that does not exist yet"
+    say(
+        f"waiting for {workdir / CONFIG_FILE} (a run starting in {workdir}{missing}); "
+        f"giving up after {limit:g} s unless a run holds the workdir"
+    )
     while not (workdir / CONFIG_FILE).is_file():
-        if time.monotonic() - started > give_up_seconds and not is_held(workdir):
+        if time.monotonic() - started > limit and not is_held(workdir):
             raise UserError(
-                f"--watch: {workdir} has no config.yaml after {give_up_seconds:g} s and no run "
-                "holds it: start the run (train.py --workdir=...) first"
+                f"--watch: {workdir} has no config.yaml after {limit:g} s and no run holds it: "
+                f"start the run (train.py --workdir={workdir}) first"
             )
         time.sleep(poll_seconds)
 

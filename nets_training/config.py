@@ -492,6 +492,10 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> Config:
     path = find(path)
     if not path.is_file():
         shipped = ", ".join(shipped_names())
+        if path.is_dir():
+            raise UserError(
+                f"config {path} is a folder, not a YAML file (the shipped configs: {shipped})"
+            )
         raise UserError(f"config file not found: {path} (the shipped configs: {shipped})")
     tree = parse_yaml(_read_text(path), str(path)) or {}
     if not isinstance(tree, dict):

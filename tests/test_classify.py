@@ -103,6 +103,15 @@ def test_classify_command_errors_are_one_line():
             ["--weights=resnet50.a1_in1k", "no.jpg", "nor.png"],
             "no such file: no.jpg, nor.png (nothing to classify)",
         ),
+        # A count of classes below 1 (a Python slice would print 7 of 10 for -3, none for 0).
+        (
+            ["--weights=resnet50.a1_in1k", "--top=0", PHOTO],
+            "flag --top=0: 0 is not a positive integer",
+        ),
+        (
+            ["--weights=resnet50.a1_in1k", "--top=-3", PHOTO],
+            "flag --top=-3: -3 is not a positive integer",
+        ),
     ],
 )
 def test_a_missing_argument_is_one_line_of_ours(args, message):

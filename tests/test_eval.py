@@ -134,6 +134,39 @@ def test_watch_ends_soon_on_a_run_that_stopped_before_its_first_checkpoint(tmp_p
         assert list(evaluate.watch(run, poll_seconds=0.01, give_up_seconds=900)) == [0.5]
 
 
+def test_watch_says_at_once_what_it_waits_for_and_gives_up_on_a_run_never_started(
+    tmp_path, monkeypatch
+):
+    from nets_inference import evaluate
+    from nets_training.errors import UserError
+
+    # A mistyped --workdir: no config.yaml, no run holding it. Said in one line before the wait,
+    # given up on after the time a starting run takes to hold it (START_SECONDS, 30 s; 0.05 s
+    # here), as a run with no checkpoint is, not after give_up_seconds (900 s by default).
+    monkeypatch.setattr(evaluate, "START_SECONDS", 0.05)
+    said = []
+    with pytest.raises(UserError) as stopped:
+        evaluate.wait_for_start(tmp_path / "typo", 0.01, 900, said.append)
+    assert said == [
+        f"waiting for {tmp_path / 'typo' / 'config.yaml'} (a run starting in {tmp_path / 'typo'}, "
+        "a folder that does not exist yet); giving up after 0.05 s unless a run holds the workdir"
+    ]
+    assert str(stopped.value) == (
+        f"--watch: {tmp_path / 'typo'} has no config.yaml after 0.05 s and no run holds it: "
+        f"start the run (train.py --workdir={tmp_path / 'typo'}) first"
+    )
+    said.clear()
+    with pytest.raises(UserError, match="after 0.01 s and no run holds it"):  # the smaller limit
+        evaluate.wait_for_start(tmp_path, 0.01, 0.01, said.append)
+    assert said[0].endswith(
+        f"(a run starting in {tmp_path}); giving up after 0.01 s unless a run holds the workdir"
+    )
+    (tmp_path / "config.yaml").write_text("")  # the run started: nothing to wait for or say
+    said.clear()
+    evaluate.wait_for_start(tmp_path, 0.01, 0.01, said.append)
+    assert said == []
+
+
 def test_ctrl_c_stops_a_watch_at_once_in_one_line(workdir):
     # Asleep between two looks at the run (a minute here), it answers within a second or two.
     command = [sys.executable, "eval.py", f"--workdir={workdir}", "--set=train.steps=10"]

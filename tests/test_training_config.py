@@ -126,9 +126,15 @@ def test_an_empty_mapping_given_to_set_clears_it(tmp_path):
     assert dict(cfg.model.kwargs) == {} and cfg.model.name == "resnet18"
 
 
-def test_missing_config_file(tmp_path):
+def test_missing_config_file_or_a_folder(tmp_path):
     with pytest.raises(UserError, match="config file not found: .*nope.yaml"):
         config.load(tmp_path / "nope.yaml")
+    # A folder given for the file (`--config=configs`): said so, with the configs to choose from.
+    with pytest.raises(UserError) as error:
+        config.load(tmp_path)
+    assert str(error.value).startswith(
+        f"config {tmp_path} is a folder, not a YAML file (the shipped configs: cifar10_resnet20"
+    )
 
 
 def test_steps_override_epochs_so_one_set_shortens_any_config(tmp_path):

@@ -1,5 +1,6 @@
 """What the programs share (nets_cli/common.py, nets_cli/output.py): a bad flag or argument is
-one line of ours; output piped to a reader that stopped early (`| head`) ends quietly."""
+one line of ours; output piped to a reader that stopped early (`| head`) ends quietly; the
+command lines they say back (a resume hint) are as the user typed them."""
 
 import os
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import nets_summary
+from nets_cli import common
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +82,19 @@ def test_a_program_piped_to_a_reader_that_stopped_ends_quietly():
         program.stdout.close()
         stderr = program.stderr.read()
     assert (program.returncode, stderr) == (0, "")
+
+
+def test_a_console_script_is_said_by_its_name_and_a_script_as_it_was_run(monkeypatch, tmp_path):
+    script = tmp_path / "nets-train"
+    script.write_text("#!/usr/bin/env python3\n")
+    script.chmod(0o755)
+    # Its shebang runs `python3 /venv/bin/nets-train ...`: what `sys.orig_argv` holds.
+    monkeypatch.setattr(sys, "argv", [str(script), "--set", "train.steps=9"])
+    ran = ["/venv/bin/python3", str(script), "--set", "train.steps=9"]
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert common.typed_command(ran) == ["nets-train", "--set", "train.steps=9"]
+    monkeypatch.setenv("PATH", str(tmp_path / "elsewhere"))  # not on PATH: by its path
+    assert common.typed_command(ran) == [str(script), "--set", "train.steps=9"]
+    monkeypatch.setattr(sys, "argv", ["train.py", "--set", "train.steps=9"])
+    ran = ["python", "train.py", "--set", "train.steps=9"]
+    assert common.typed_command(ran) == ran

@@ -89,6 +89,7 @@ from nets import (
     xcit,
 )
 from nets import features as pyramid
+from nets.errors import ImageSizeError
 from nets.features import FeatureInfo
 from nets.layers.remat import checkpoint_policy
 
@@ -709,12 +710,6 @@ def constructor_fields(name: str) -> list[str]:
         for f in dataclasses.fields(module_cls)
         if f.init and f.name not in ("parent", "name")
     ]
-
-
-class ImageSizeError(ValueError):
-    """Images of a size the network's layers do not take: below `min_image_size`, above
-    `max_image_size`, or where two of its maps disagree (DLA at 112 px). The message says which
-    sizes would run."""
 
 
 @dataclasses.dataclass(frozen=True)

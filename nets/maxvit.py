@@ -73,6 +73,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from nets.errors import ImageSizeError
 from nets.layers import (
     TORCH,
     Conv,
@@ -360,9 +361,39 @@ class MaxViT(nn.Module):
     def min_image_size(self) -> int:
         """The smallest image whose every stage map is a multiple of the partition (every layer
         halves a map to `ceil(n / 2)`): 221 px at 224's 7x7 windows."""
-        p, stages = self.partition()[0], len(self.depths)
-        fits = lambda n: all(-(-n // 2 ** (i + 2)) % p == 0 for i in range(stages))  # noqa: E731
-        return next(n for n in range(1, 2**stages * 2 * p + 1) if fits(n))
+        p = self.partition()[0]
+        return next(n for n in range(1, 2 ** len(self.depths) * 2 * p + 1) if self._fits(n, p))
+
+    def _fits(self, side: int, partition: int) -> bool:
+        """Whether every stage's map of an image `side` px a side splits into `partition`s."""
+        return all(-(-side // 2 ** (i + 2)) % partition == 0 for i in range(len(self.depths)))
+
+    def _check_size(self, height: int, width: int) -> None:
+        """Refuses, before any layer, images whose maps do not split into the windows and grid
+        (which `default_image_size` sets), naming the sizes near them that do, and the
+        `default_image_size` that would make theirs split where one does."""
+        p = self.partition()[0]
+        if self._fits(height, p) and self._fits(width, p):
+            return
+        side, period = max(height, width), 2 ** (len(self.depths) + 1) * p  # 224 at 7x7
+        spans = []  # runs of consecutive sizes that fit, within a period or two of `side`
+        for n in range(max(1, side - 2 * period), side + 2 * period):
+            if not self._fits(n, p):
+                continue
+            if spans and n == spans[-1][1] + 1:
+                spans[-1][1] = n
+            else:
+                spans.append([n, n])
+        closest = sorted(spans, key=lambda s: min(abs(s[0] - side), abs(s[1] - side)))[:2]
+        said = " and ".join(f"{a}-{b}" if a < b else f"{a}" for a, b in sorted(closest))
+        own = height // self.partition_ratio
+        rebuilt = height == width and own >= 1 and self._fits(height, own)
+        other = f", or build it with default_image_size={height}" if rebuilt else ""
+        raise ImageSizeError(
+            f"MaxViT (default_image_size={self.default_image_size}) splits every stage's map into "
+            f"{p}x{p} windows, which {height}x{width} images' maps do not fit; sizes near it that "
+            f"do: {said} px{other}"
+        )
 
     def feature_strides(self) -> dict[str, int]:
         """timm's `feature_info`: the stem, then each stage's map."""
@@ -381,6 +412,7 @@ class MaxViT(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True):
         self._check()
+        self._check_size(*x.shape[1:3])
         norm = batch_norm(
             TORCH._replace(epsilon=self.bn_epsilon, momentum=self.bn_momentum), train, self.dtype
         )

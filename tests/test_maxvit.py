@@ -106,8 +106,15 @@ def test_images_must_fit_the_windows_at_every_stage():
     assert nets_factory.get_network_fn("maxvit_tiny_tf_224", 10).min_image_size == 221
     (_, end_points), _ = trace(fn, 21)
     assert end_points["stem"].shape == (1, 11, 11, 16) and end_points["stage2"].shape[1:3] == (3, 3)
-    with pytest.raises(ValueError, match=r"MaxViT's 8x8 map does not split into its 3x3 windows"):
+    # Refused before any layer, as an image size (train.py's one line naming data.image_size),
+    # with the sizes near it that fit and the default_image_size that would make it fit.
+    with pytest.raises(nets_factory.ImageSizeError) as error:
         trace(fn, 32)
+    assert str(error.value) == (
+        "MaxViT (default_image_size=24) splits every stage's map into 3x3 windows, which 32x32 "
+        "images' maps do not fit; sizes near it that do: 21-24 and 45-48 px, or build it with "
+        "default_image_size=32"
+    )
     with pytest.raises(ValueError, match=r"at least 21x21 pixels; got 20x20"):
         fn.apply({}, jnp.ones((1, 20, 20, 3)))
 

@@ -149,14 +149,21 @@ def check_batch_norm_decay(network_fn: nets_factory.NetworkFn, total_steps: int)
     momentum = getattr(network_fn.module, "bn_momentum", None)
     if momentum is None or 10 / (1 - momentum) <= total_steps:
         return
+    fitting = math.floor(100 * (1 - 10 / total_steps)) / 100  # spans at most a tenth of the run
+    if fitting >= 0.9:
+        advice = "set model.kwargs.bn_momentum=0.9 (PyTorch's) for short runs"
+    elif fitting > 0:
+        advice = f"set model.kwargs.bn_momentum={fitting:g} or less, or train longer"
+    else:
+        advice = "train for 100 steps or more (with model.kwargs.bn_momentum=0.9, PyTorch's)"
     logging.warning(
         "%s's BatchNorm running averages (bn_momentum=%g) span about %d steps, too many for a "
-        "run of %d: evaluation would see stale statistics; set model.kwargs.bn_momentum=0.9 "
-        "(PyTorch's) for short runs",
+        "run of %d: evaluation would see stale statistics; %s",
         network_fn.name,
         momentum,
         round(1 / (1 - momentum)),
         total_steps,
+        advice,
     )
 
 

@@ -807,6 +807,15 @@ def test_a_run_too_short_for_the_batch_norm_decay_says_what_to_set(caplog):
     loop.check_batch_norm_decay(fn, 450)
     assert "(bn_momentum=0.9997) span about 3333 steps, too many for a run of 450" in caplog.text
     assert "set model.kwargs.bn_momentum=0.9" in caplog.text
+    # Shorter runs than PyTorch's decay fits: a decay that fits, or none does.
+    torch_decay = nets_factory.get_network_fn("mobilenet_v1_025", 10, bn_momentum=0.9)
+    for steps, advice in [
+        (40, "set model.kwargs.bn_momentum=0.75 or less, or train longer"),
+        (1, "train for 100 steps or more (with model.kwargs.bn_momentum=0.9, PyTorch's)"),
+    ]:
+        caplog.clear()
+        loop.check_batch_norm_decay(torch_decay, steps)
+        assert caplog.text.rstrip().endswith(f"evaluation would see stale statistics; {advice}")
     caplog.clear()
     loop.check_batch_norm_decay(fn, 40_000)
     loop.check_batch_norm_decay(nets_factory.get_network_fn("resnet20", 10), 10)  # no such field

@@ -9,6 +9,7 @@ the caller builds it (`nets_factory`) and passes it in, with the registry where 
 """
 
 import dataclasses
+import difflib
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -61,8 +62,17 @@ def locate(spec: str | Path, revision: str | None = None, local_files_only: bool
 def read(
     spec: str | Path, revision: str | None = None, local_files_only: bool = False
 ) -> WeightFile:
-    """The tensors and config of the weights `spec` (`locate`)."""
-    return files.read(locate(spec, revision, local_files_only))
+    """The tensors and config of the weights `spec` (`locate`); a spec that is no file and reads
+    as a name says the catalogued weights' names closest to it (a misspelt one, or a network's
+    name where its weights' is meant)."""
+    path = locate(spec, revision, local_files_only)
+    if not path.exists() and "/" not in str(spec) and not files.is_weight_file(spec):
+        names = [e.weights for e in catalogue.entries() if not e.weights.startswith("http")]
+        close = [n for n in names if n.startswith(f"{spec}.")][:3]
+        close = close or difflib.get_close_matches(str(spec), names, n=3, cutoff=0.6)
+        hint = f"; catalogued weights close to it: {', '.join(close)}" if close else ""
+        raise WeightFileError(f"no such weight file or folder: {spec}{hint}")
+    return files.read(path)
 
 
 def find(

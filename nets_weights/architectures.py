@@ -8,6 +8,7 @@ torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a f
 """
 
 import dataclasses
+import difflib
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,25 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
+def no_weights_for(name: str, networks: Collection[str]) -> str:
+    """One line for a network name no published weights load into: a network without any
+    (`lenet`), or a misspelt one, with the architectures closest to it (not all of them)."""
+    if name in networks:  # only its other spelling (Slim's resnet_v2_50, timm's resnetv2_50)
+        close = [a for a in ARCHITECTURES if a.replace("_", "") == name.replace("_", "")]
+        what = "a network without published weights yet"
+    else:
+        close = [a for a in sorted(ARCHITECTURES) if a.startswith(name)][:3] or (
+            difflib.get_close_matches(name, ARCHITECTURES, n=3, cutoff=0.6)
+        )
+        what = "unknown"
+    if close:
+        what += f": did you mean {' or '.join(map(repr, close))}?"
+    return (
+        f"no published weights load into {name!r} ({what}); docs/pretrained.md lists the "
+        f"{len(ARCHITECTURES)} architectures that have them (nets_weights.ARCHITECTURES)"
+    )
+
+
 def find(
     name: str, file_architecture: str | None, networks: Mapping[str, Any]
 ) -> tuple[str, Architecture]:
@@ -148,8 +168,7 @@ def find(
     constructor (torchvision's `swin_t` and timm's `swin_tiny_patch4_window7_224`, DeiT's and
     ViT's), with its own file's conventions."""
     if name not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise ValueError(f"no published weights load into {name!r} yet; those that do: {known}")
+        raise ValueError(no_weights_for(name, networks))
     # A name with a tag (`inception_v3.tf_in1k`) says which weights an untagged config's are.
     if file_architecture is not None and not name.startswith(f"{file_architecture}."):
         theirs = ARCHITECTURES.get(file_architecture)

@@ -242,9 +242,26 @@ def test_published_variables_refuse_a_network_of_other_conventions(tmp_path):
     assert unmarked[0].shape == (1, 10)
 
 
-def test_networks_without_published_weights_say_which_have_them():
-    with pytest.raises(ValueError, match=r"no published weights load into 'lenet' yet.*resnet50"):
-        nets_factory.load_pretrained("lenet", FIXTURES / "parity" / "resnet_basic")
+def test_networks_without_published_weights_and_misspelt_names_say_the_closest_that_have_them():
+    folder = FIXTURES / "parity" / "resnet_basic"
+    for name, said in [
+        ("lenet", "'lenet' (a network without published weights yet); docs/pretrained.md lists"),
+        ("resnet5O", "'resnet5O' (unknown: did you mean 'resnet56' or 'resnet50' or 'resnet50d'?)"),
+    ]:
+        with pytest.raises(ValueError) as error:
+            nets_factory.load_pretrained(name, folder)
+        assert str(error.value).startswith(f"no published weights load into {said}")
+        assert len(str(error.value)) < 300  # not the 587 names
+    # Weights by a name that is no file, offline: the catalogued names closest to it.
+    for name, close in [
+        ("resnet5O.a1_in1k", "resnet50.a1_in1k, resnet50d.a1_in1k, resnet50.a1h_in1k"),
+        ("resnet50", "resnet50.a1_in1k, resnet50.a1h_in1k, resnet50.a2_in1k"),  # a network's
+    ]:
+        with pytest.raises(WeightFileError) as error:
+            nets_factory.load_pretrained(name, local_files_only=True)
+        assert str(error.value) == (
+            f"no such weight file or folder: {name}; catalogued weights close to it: {close}"
+        )
 
 
 @cache  # read-only: parsing 2 MB of indexes for each of ~120 tests cost ~10 s

@@ -808,19 +808,19 @@ class NetworkFn:
         self,
         variables: dict[str, Any],
         images: jax.Array,
-        names: Sequence[str] | None = None,
+        names: Sequence[str] | str | None = None,
         **kwargs: Any,
     ) -> Any:
         """The feature pyramid's maps `{end_point: [batch, h, w, c]}` for `images`, all levels of
-        `feature_info` or those `names`; transformers' token sequences become maps on the patch
-        grid. With `mutable=`, `(maps, updated collections)`, as `apply`.
+        `feature_info` or those `names` (or that one); transformers' token sequences become maps
+        on the patch grid. With `mutable=`, `(maps, updated collections)`, as `apply`.
 
         The layers after the deepest level still run (under `jax.jit`, XLA drops those whose
         output nothing uses; in training, BatchNorm statistics keep them alive). For a backbone
         without a classifier, build the network with `num_classes=0`.
         """
         strides = self.module.feature_strides()
-        names = list(strides) if names is None else list(names)
+        names = list(strides) if names is None else [names] if isinstance(names, str) else names
         for name in names:
             if name not in strides:
                 raise ValueError(

@@ -97,6 +97,7 @@ def test_features_are_the_pyramids_end_points():
 
     chosen = fn.features(variables, images, names=["block3"])
     assert list(chosen) == ["block3"]
+    assert list(fn.features(variables, images, names="block3")) == ["block3"]  # one, unlisted
 
 
 def test_features_in_training_return_the_updated_statistics():

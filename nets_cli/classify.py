@@ -5,6 +5,7 @@ probabilities, using the weights' own preprocessing (resize, centre crop, mean/s
     nets-classify --weights=resnet50.a1_in1k photo.jpg          # timm's name: from the Hub
     nets-classify --model=resnet50 --weights=~/weights/resnet50.a1_in1k photo.jpg
     nets-classify --model=resnet18 --weights=resnet18-f37072fd.pth --top=3 *.jpg
+    nets-classify --weights=resnet50.a1_in1k photos/                # its images, sub-folders too
 
 Weights are a Hugging Face / timm folder or its `model.safetensors`, a torchvision `.pth` (read
 without torch), a Keras `.h5` (needs h5py: `pip install 'jax-nets-factory[keras]'`), or a name
@@ -34,8 +35,8 @@ def main(argv: list[str]) -> None:
     common.quiet_unless_asked()
     from nets_training.errors import UserError
 
-    paths = argv[1:]
     try:
+        paths = with_folders_expanded(argv[1:])
         common.require(
             _WEIGHTS,
             "published weights (a file, a Hub folder, a Hub name or a URL), e.g. "
@@ -63,6 +64,31 @@ def main(argv: list[str]) -> None:
     for message in unread:
         print(f"{common.program()}: {message}", file=sys.stderr)
     sys.exit(1 if unread else 0)
+
+
+# The images a folder given is read for (what PIL decodes, by the names cameras and tools write).
+FOLDER_IMAGES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+
+
+def with_folders_expanded(paths: list[str]) -> list[str]:
+    """`paths` with each folder replaced by the images under it (`FOLDER_IMAGES`, sorted)."""
+    from nets_training.errors import UserError
+
+    expanded = []
+    for path in paths:
+        if not os.path.isdir(path):
+            expanded.append(path)
+            continue
+        found = sorted(
+            os.path.join(root, name)
+            for root, _, names in os.walk(path)
+            for name in names
+            if os.path.splitext(name)[1].lower() in FOLDER_IMAGES
+        )
+        if not found:
+            raise UserError(f"{path}: a folder with no image files ({', '.join(FOLDER_IMAGES)})")
+        expanded += found
+    return expanded
 
 
 def run() -> None:

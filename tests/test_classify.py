@@ -103,6 +103,11 @@ def test_classify_command_errors_are_one_line():
             ["--weights=resnet50.a1_in1k", "no.jpg", "nor.png"],
             "no such file: no.jpg, nor.png (nothing to classify)",
         ),
+        (  # a folder is read for its images, sub-folders too
+            ["--weights=resnet50.a1_in1k", "configs"],
+            "configs: a folder with no image files (.jpg, .jpeg, .png, .webp, .bmp, .gif, .tif, "
+            ".tiff)",
+        ),
         # A count of classes below 1 (a Python slice would print 7 of 10 for -3, none for 0).
         (
             ["--weights=resnet50.a1_in1k", "--top=0", PHOTO],

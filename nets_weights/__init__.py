@@ -95,7 +95,8 @@ def _catalogued_architecture(weights: WeightFile) -> str:
     if arch is None:
         raise WeightFileError(
             f"{weights.path} does not say which network it holds (no config.json): name it, "
-            f"e.g. load_pretrained('resnet50', '{weights.path}')"
+            f"e.g. load_pretrained('resnet50', '{weights.path}'); to the programs, "
+            "--model=resnet50 (distill.teacher_model for a teacher)"
         )
     return arch
 

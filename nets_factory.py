@@ -19,6 +19,7 @@ import difflib
 import functools
 import math
 import numbers
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -773,17 +774,31 @@ class NetworkFn:
         self._check_images(images, train=self.is_training)
         nets_weights.published.check(variables, self.module, self.name)
         variables = nets_weights.published.without_mark(variables)
-        with self._size_errors_named(images), self._foreign_variables_named():
+        with self._size_errors_named(images), self._foreign_variables_named(images):
             return self.module.apply(variables, images, train=self.is_training, **kwargs)
 
     @contextlib.contextmanager
-    def _foreign_variables_named(self) -> Iterator[None]:
+    def _foreign_variables_named(self, images: jax.Array) -> Iterator[None]:
         """Says what variables that do not fit most likely are (another network's, or this one's
-        at another class count or fields), where flax names only the first parameter."""
+        at another class count or fields; the images' channels where only a kernel's input
+        channels differ), where flax names only the first parameter."""
         try:
             yield
         except (flax.errors.ScopeParamShapeError, flax.errors.ScopeParamNotFoundError) as error:
             said = str(error).split(" (https://")[0]
+            shapes = re.findall(r"shape \(([\d, ]+)\)", said)
+            if len(shapes) == 2:  # a kernel of the images' channels that holds others (in_chans)
+                expected, received = ([int(n) for n in s.split(",")] for s in shapes)
+                channels = images.shape[-1]
+                if (
+                    len(expected) == 4 == len(received)
+                    and expected[2] == channels != received[2]
+                    and expected[:2] + expected[3:] == received[:2] + received[3:]
+                ):
+                    raise ValueError(
+                        f"these variables take {received[2]}-channel images ({said}); got "
+                        f"images of {channels} channels, shape {tuple(images.shape)}"
+                    ) from None
             raise ValueError(
                 f"variables that are not {self.name}'s as built here (num_classes="
                 f"{self.module.num_classes}): made by another network, or with another "

@@ -420,6 +420,14 @@ def test_variables_of_another_network_or_class_count_say_what_they_likely_are():
             "another network, or with another num_classes or fields? "
         )
         assert re.search(said, str(error.value)), str(error.value)
+    # Variables of 1-channel images (load_pretrained's in_chans=1) fed RGB: the channels said.
+    gray = jax.eval_shape(
+        nets_factory.get_network_fn("resnet18", 10).init,
+        jax.random.key(0),
+        jax.ShapeDtypeStruct((1, 32, 32, 1), jnp.float32),
+    )
+    with pytest.raises(ValueError, match=r"^these variables take 1-channel images \(.*\(7, 7, 1"):
+        jax.eval_shape(nets_factory.get_network_fn("resnet18", 10).apply, gray, images)
 
 
 def test_kwargs_reach_the_constructor():

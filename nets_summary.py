@@ -40,9 +40,18 @@ class Profile:
     """What one abstract forward pass on a `[1, size, size, 3]` image tells about a network."""
 
     image_size: int
-    params: int  # trainable parameters (the `params` collection), as published tables count
+    # Trainable parameters (the `params` collection) but the auxiliary heads' (`auxiliary_head`),
+    # as published tables count them: Keras's and timm's Inception v3 23.8M, NASNet-A Mobile 5.3M.
+    params: int
     macs: int  # multiply-accumulates for one image
     end_points: dict[str, tuple[int, ...]]  # name -> shape, in the order the network makes them
+    auxiliary_params: int = 0  # those of the auxiliary heads, which training alone runs
+
+
+def auxiliary_head(path: tuple[str, ...]) -> bool:
+    """Whether a module path lies in an auxiliary head (Inception's AuxLogits, NASNet's aux_N,
+    GoogLeNet's aux1 and aux2), which only training runs."""
+    return bool(path) and path[0].lower().startswith("aux")
 
 
 def profile(
@@ -62,9 +71,11 @@ def profile(
 
     with counting_macs() as macs:
         end_points = jax.eval_shape(forward, variables, images)
-    params = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(variables["params"]))
+    counts = {False: 0, True: 0}  # by auxiliary_head
+    for path, leaf in jax.tree_util.tree_leaves_with_path(variables["params"]):
+        counts[auxiliary_head(tuple(k.key for k in path[:1]))] += math.prod(leaf.shape)
     shapes = {name: tuple(end_points[name].shape) for name in order}
-    return Profile(image_size=size, params=params, macs=int(sum(macs)), end_points=shapes)
+    return Profile(size, counts[False], int(sum(macs)), shapes, auxiliary_params=counts[True])
 
 
 @contextlib.contextmanager
@@ -165,7 +176,10 @@ def describe(name: str) -> str:
         "feature pyramid (NetworkFn.feature_info): "
         + ", ".join(f"{level.name} /{level.stride} {level.channels}" for level in levels)
     )
-    lines.append(f"parameters at 1000 classes: {p.params:,}   GMACs: {p.macs / 1e9:.2f}")
+    aux = (
+        f" (and {p.auxiliary_params:,} in training's auxiliary heads)" if p.auxiliary_params else ""
+    )
+    lines.append(f"parameters at 1000 classes: {p.params:,}{aux}   GMACs: {p.macs / 1e9:.2f}")
     sources = weight_sources(name)
     lines.append(
         "published weights (nets_factory.load_pretrained): " + (", ".join(sources) or "none yet")

@@ -23,6 +23,7 @@ from jax._src.nn import initializers as jax_initializers
 from safetensors.numpy import load_file
 
 import nets_factory
+import nets_summary
 from nets.layers import Conv
 
 
@@ -132,10 +133,7 @@ def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path
 XLA_CONVS = {"conv": functools.partial(Conv, impl="xla")}
 
 
-def auxiliary(path: tuple[str, ...]) -> bool:
-    """Whether a module path lies in an auxiliary head (Inception's AuxLogits, NASNet's aux_N,
-    GoogLeNet's aux1 and aux2), which only training runs."""
-    return bool(path) and path[0].lower().startswith("aux")
+auxiliary = nets_summary.auxiliary_head  # a module path in a head that only training runs
 
 
 @contextlib.contextmanager

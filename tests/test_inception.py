@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nets_factory
+import nets_summary
 from nets import inception_resnet_v2, inception_utils, inception_v2
 from nets.layers import Conv
 from tests import variable_trees
@@ -109,6 +110,13 @@ def test_parameter_counts(name):
 def test_parameter_counts_without_aux_logits(name):
     aux = abstract_variables(name)["params"]["AuxLogits"]
     assert params_of(name) - count(aux) == WITHOUT_AUX[name]
+
+
+def test_the_listed_count_is_the_published_one_and_says_the_auxiliary_heads_apart():
+    # `python -m nets_factory`'s figures (nets_summary): Keras's and timm's count, not 27.1M.
+    fn = network("inception_v3")
+    profile = nets_summary.profile(fn, variables=abstract_variables("inception_v3"))
+    assert (profile.params, profile.auxiliary_params) == (23_817_352, 3_325_800)
 
 
 def test_googlenet_with_torchvision_aux_heads():

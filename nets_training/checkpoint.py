@@ -388,12 +388,14 @@ def quiet_abandoned_io() -> Callable[[], None]:
     cannot be waited for, so after a failure this stays for the process; it drops nothing else.
     """
     asyncio_log = std_logging.getLogger("asyncio")
+    filtered = _never_retrieved in asyncio_log.filters  # already, for the process (train.py's)
     asyncio_log.addFilter(_never_retrieved)
     previous = sys.unraisablehook
     sys.unraisablehook = _closed_loop_hook(previous)
 
     def undo() -> None:
-        asyncio_log.removeFilter(_never_retrieved)
+        if not filtered:
+            asyncio_log.removeFilter(_never_retrieved)
         sys.unraisablehook = previous
 
     return undo

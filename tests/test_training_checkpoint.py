@@ -3,6 +3,8 @@ a previous version wrote (with its logging window in the state and grain's per-p
 position beside it, neither read now: the position is the step)."""
 
 import dataclasses
+import logging as std_logging
+import sys
 
 import flax
 import grain
@@ -12,6 +14,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 import pytest
+from absl import logging as absl_logging
 
 from nets_inference import load
 from nets_training import checkpoint, config, loop, steps, teacher
@@ -182,3 +185,18 @@ def test_keep_best_counts_and_reads_older_configs_switch():
     assert config.from_dict({"train": {"keep_best": 5}}).train.keep_best == 5
     with pytest.raises(UserError, match="train.keep_best: must be >= 0, got -1"):
         config.from_dict({"train": {"keep_best": -1}})
+
+
+def test_a_whole_read_leaves_the_runs_own_quieting_in_place(monkeypatch):
+    """train.py quiets a failed write's echoes for the whole run; a checkpoint read inside it (a
+    teacher's, finetune.init_from's) undoes only what the read itself put in place."""
+    asyncio_log = std_logging.getLogger("asyncio")
+    monkeypatch.setattr(asyncio_log, "filters", [])
+    monkeypatch.setattr(absl_logging.get_absl_logger(), "filters", [])
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    checkpoint.quiet_write_failures()
+    runs_hook, runs_filters = sys.unraisablehook, list(asyncio_log.filters)
+    undo = checkpoint.quiet_abandoned_io()
+    assert sys.unraisablehook is not runs_hook
+    undo()
+    assert sys.unraisablehook is runs_hook and asyncio_log.filters == runs_filters != []

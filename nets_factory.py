@@ -93,6 +93,7 @@ from nets import features as pyramid
 from nets.errors import ImageSizeError
 from nets.features import FeatureInfo
 from nets.layers.remat import checkpoint_policy
+from nets.names import closest
 
 if TYPE_CHECKING:
     import nets_nnx
@@ -952,10 +953,7 @@ def get_network_fn(
     """
     check_shared_arguments(name, num_classes, weight_decay, is_training)
     if name not in networks_map:
-        # the names it begins ('vit_tiny': vit_tiny_patch16_224 ...), else difflib's
-        close = [n for n in sorted(networks_map) if n.startswith(name)][:3] or (
-            difflib.get_close_matches(name, networks_map, n=3, cutoff=0.6)
-        )
+        close = closest(name, networks_map)
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
         raise ValueError(  # the close matches, not a wall of 533 names
             f"Unknown network {name!r}: {hint}`python -m nets_factory` lists all "

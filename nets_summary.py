@@ -71,11 +71,18 @@ def profile(
 
     with counting_macs() as macs:
         end_points = jax.eval_shape(forward, variables, images)
-    counts = {False: 0, True: 0}  # by auxiliary_head
-    for path, leaf in jax.tree_util.tree_leaves_with_path(variables["params"]):
-        counts[auxiliary_head(tuple(k.key for k in path[:1]))] += math.prod(leaf.shape)
+    params, auxiliary_params = parameter_counts(variables["params"])
     shapes = {name: tuple(end_points[name].shape) for name in order}
-    return Profile(size, counts[False], int(sum(macs)), shapes, auxiliary_params=counts[True])
+    return Profile(size, params, int(sum(macs)), shapes, auxiliary_params)
+
+
+def parameter_counts(params: Any) -> tuple[int, int]:
+    """`(published, auxiliary)`: the parameters in `params` but the auxiliary heads', as
+    published tables count them, and the auxiliary heads' (`auxiliary_head`)."""
+    counts = [0, 0]
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        counts[auxiliary_head((path[0].key,))] += math.prod(leaf.shape)
+    return counts[0], counts[1]
 
 
 @contextlib.contextmanager

@@ -56,8 +56,9 @@ def check_no_names_for_functions(network_fn: nets_factory.NetworkFn, kwargs: dic
     """Refuses a YAML value for a field whose value is a Python function or module class (an
     activation, a norm, a block: `act = relu` in `python -m nets_factory NAME`'s listing),
     which a config cannot name: the string would be called deep inside the first trace."""
+    plain = nets_factory.networks_map[network_fn.name]()  # its fields without model.kwargs
     for key, value in kwargs.items():
-        default = _registry_value(network_fn.name, key)
+        default = getattr(plain, key, None)
         if callable(default) and not callable(value):
             shown = getattr(default, "__name__", None) or type(default).__name__
             raise UserError(
@@ -65,18 +66,6 @@ def check_no_names_for_functions(network_fn: nets_factory.NetworkFn, kwargs: dic
                 f"or module ({shown} by default), which a config cannot name; set it in Python "
                 f"(nets_factory.get_network_fn({network_fn.name!r}, ..., {key}=...)) or leave it"
             )
-
-
-def _registry_value(name: str, key: str):
-    """What network `name` has for field `key` without model.kwargs: the registry's bound
-    value, else the field's default (None where it has neither)."""
-    constructor = nets_factory.networks_map[name]
-    if key in getattr(constructor, "keywords", {}):
-        return constructor.keywords[key]
-    module = getattr(constructor, "func", constructor)
-    fields = {f.name: f for f in dataclasses.fields(module)}
-    field = fields.get(key)
-    return None if field is None or field.default is dataclasses.MISSING else field.default
 
 
 def classifier_params(network_fn: nets_factory.NetworkFn) -> frozenset[str]:

@@ -9,7 +9,6 @@ the caller builds it (`nets_factory`) and passes it in, with the registry where 
 """
 
 import dataclasses
-import difflib
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -67,9 +66,7 @@ def read(
     name where its weights' is meant)."""
     path = locate(spec, revision, local_files_only)
     if not path.exists() and "/" not in str(spec) and not files.is_weight_file(spec):
-        names = [e.weights for e in catalogue.entries() if not e.weights.startswith("http")]
-        close = [n for n in names if n.startswith(f"{spec}.")][:3]
-        close = close or difflib.get_close_matches(str(spec), names, n=3, cutoff=0.6)
+        close = catalogue.closest(str(spec))
         hint = f"; catalogued weights close to it: {', '.join(close)}" if close else ""
         raise WeightFileError(f"no such weight file or folder: {spec}{hint}")
     return files.read(path)

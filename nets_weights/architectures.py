@@ -8,11 +8,11 @@ torchvision's weights expect (resize to 256, centre crop 224, bilinear) when a f
 """
 
 import dataclasses
-import difflib
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from nets.names import closest
 from nets_weights import (
     beit,
     cait,
@@ -148,9 +148,7 @@ def no_weights_for(name: str, networks: Collection[str]) -> str:
         close = [a for a in ARCHITECTURES if a.replace("_", "") == name.replace("_", "")]
         what = "a network without published weights yet"
     else:
-        close = [a for a in sorted(ARCHITECTURES) if a.startswith(name)][:3] or (
-            difflib.get_close_matches(name, ARCHITECTURES, n=3, cutoff=0.6)
-        )
+        close = closest(name, ARCHITECTURES)
         what = "unknown"
     if close:
         what += f": did you mean {' or '.join(map(repr, close))}?"

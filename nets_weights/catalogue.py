@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from nets import names
 from nets_weights.architectures import ARCHITECTURES
 
 _FILE = Path(__file__).with_name("catalogue.tsv")
@@ -36,6 +37,11 @@ def _entries() -> tuple[Entry, ...]:
 def entries() -> list[Entry]:
     """Every row of the catalogue, in its order (a new list: the table is read once)."""
     return list(_entries())
+
+
+def closest(name: str) -> list[str]:
+    """The catalogued weights' names (a Hub's, not URLs) closest to `name`, for one-line errors."""
+    return names.closest(name, (e.weights for e in _entries() if not e.weights.startswith("http")))
 
 
 def _basename(weights: str) -> str:

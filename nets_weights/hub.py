@@ -13,7 +13,6 @@ differs. Every failure is one line.
 """
 
 import contextlib
-import difflib
 import errno
 import hashlib
 import logging
@@ -151,8 +150,7 @@ def _unreachable(hub, repo: str, name: str) -> str:
 
 def _no_repository(spec: str, repo: str) -> str:
     """A name that does not exist, with the catalogued names closest to it."""
-    names = [e.weights for e in catalogue.entries() if not e.weights.startswith("http")]
-    close = difflib.get_close_matches(spec.split(":")[-1].removeprefix("timm/"), names, n=3)
+    close = catalogue.closest(spec.split(":")[-1].removeprefix("timm/"))
     hint = f"; close matches: {', '.join(close)}" if close else ""
     return f"no Hub repository {repo} (or it is private: set HF_TOKEN){hint}"
 

@@ -241,11 +241,7 @@ def traced_apply(fn, variables, images, **kwargs):
 
 def parameters(variables):
     """Those published tables count: not the auxiliary heads', which training alone runs."""
-    return sum(
-        math.prod(leaf.shape)
-        for path, leaf in jax.tree_util.tree_leaves_with_path(variables["params"])
-        if not auxiliary((path[0].key,))
-    )
+    return summary.parameter_counts(variables["params"])[0]
 
 
 # The NASNets' and PNASNets' 3-cell twins: the same cells, reductions and heads, and the same

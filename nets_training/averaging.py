@@ -74,16 +74,15 @@ def averaged(workdir: Path, last: int | None = None) -> tuple[list[Point], dict[
       UserError: as `points`; a damaged checkpoint (`checkpoint.DamagedCheckpoint`); or the
         points went away `ATTEMPTS` times.
     """
-    gone = []
     for _ in range(ATTEMPTS):
         found = points(workdir, last)
         try:
             return found, average([p.folder for p in reversed(found)])
         except checkpoint.CheckpointGone as e:
-            gone.append(str(e))
+            gone = e
     raise UserError(
         f"{workdir}: {ATTEMPTS} times, a checkpoint to average was removed while it was read "
-        f"(the last: {gone[-1]}); the run removes its oldest at each save: average with a smaller "
+        f"(the last: {gone}); the run removes its oldest at each save: average with a smaller "
         "--last, or after the run"
     )
 

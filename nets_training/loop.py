@@ -308,7 +308,9 @@ def train_steps(train: TrainConfig, accumulate: int, steps_per_epoch: float) -> 
     return train.steps
 
 
-def check_not_past_the_end(restored: checkpoint.Restored | None, total: int, t) -> None:
+def check_not_past_the_end(
+    restored: checkpoint.Restored | None, total: int, t: TrainConfig
+) -> None:
     """Refuses to resume a run whose checkpoint is past the config's last step: it would say
     it was done at a step its weights are not at, and config.yaml would say that end."""
     if restored is None or restored.step <= total:
